@@ -1,0 +1,290 @@
+/*
+ * api.c - the fastmm_* allocation entry points: argument checks with glibc's semantics, the
+ * size dispatch to the three block managers, and the pointer classification that lets free(),
+ * realloc() and usable_size() refuse anything that is not a live block of this heap.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+bool fm_ready;
+
+void fm_ensure_init(void)
+{
+    if (FM_UNLIKELY(!fm_load_acquire(&fm_ready)))
+        fm_init_once();
+}
+
+/* ---- classification ---- */
+
+fm_block_ref_t fm_block_classify(const void *p)
+{
+    fm_block_ref_t ref = {FM_BLOCK_INVALID, NULL, NULL};
+    uintptr_t entry = fm_pagemap_lookup(p);
+    if (entry == 0) {
+        ref.why = "it is not inside any memory of this heap (a stack or static address, or another "
+                      "allocator's block)";
+        return ref;
+    }
+    void *owner = (void *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK);
+    ref.why = "it points into this heap but not to the start of a live block (an interior pointer, "
+                  "or a block already freed)";
+    if ((entry & FM_REGION_TYPE_MASK) == FM_REGION_LARGE) {
+        if (fm_large_validate(p, owner))
+            ref.kind = FM_BLOCK_LARGE, ref.owner = owner;
+        return ref;
+    }
+    fm_medium_span_t *span = owner;
+    if ((uintptr_t)p - (uintptr_t)span < span->first_block)
+        return ref; /* no block starts there (and p - 2 might not be mapped) */
+    /* For a small block the bits above SMALL are its span offset, so test SMALL first. */
+    fm_small_span_t *small;
+    if (*fm_flags_of(p) & FM_FLAG_SMALL) {
+        if (fm_small_validate(p, span, &small))
+            ref.kind = FM_BLOCK_SMALL, ref.owner = small;
+    } else if (((uintptr_t)p & 63u) == 0 && fm_medium_validate(p, span) && !fm_medium_header_of(p)->is_small_span) {
+        ref.kind = FM_BLOCK_MEDIUM, ref.owner = span;
+    }
+    return ref;
+}
+
+size_t fm_block_usable(const void *p, fm_block_ref_t ref)
+{
+    switch (ref.kind) {
+    case FM_BLOCK_SMALL:
+        return fm_small_usable(ref.owner);
+    case FM_BLOCK_MEDIUM:
+        return fm_medium_block_size(p) - FM_MEDIUM_HEADER;
+    case FM_BLOCK_LARGE:
+        return fm_large_usable(ref.owner);
+    default:
+        return 0;
+    }
+}
+
+/* The one transition every free makes: in use -> free, atomically, so that of two frees of the
+ * same block exactly one wins and the other is reported. */
+bool fm_block_mark_free(void *p)
+{
+    uint16_t *flags = fm_flags_of(p);
+    uint16_t old = fm_load_relaxed(flags);
+    do {
+        if (old & FM_FLAG_FREE)
+            return false;
+    } while (!__atomic_compare_exchange_n(flags, &old, (uint16_t)(old | FM_FLAG_FREE), true, __ATOMIC_ACQ_REL,
+                                          __ATOMIC_RELAXED));
+    return true;
+}
+
+void fm_free_classified(void *p, fm_block_ref_t ref)
+{
+    if (!fm_block_mark_free(p)) {
+        fm_event_invalid_pointer("free", p, "the block was already freed");
+        return;
+    }
+    switch (ref.kind) {
+    case FM_BLOCK_SMALL:
+        fm_small_free(p, ref.owner);
+        break;
+    case FM_BLOCK_MEDIUM:
+        fm_medium_free(p);
+        break;
+    case FM_BLOCK_LARGE:
+        fm_large_free(p);
+        break;
+    default:
+        break;
+    }
+}
+
+/* ---- allocation ---- */
+
+/* through_cache: small blocks may come from this thread's cache. Debug blocks do not use it, so
+ * that a freed debug block is the first one reused (LIFO), as in FastMM5: a write after free
+ * is then caught at the next allocation of that size. */
+static void *alloc_by_size(size_t size, bool through_cache)
+{
+    void *p;
+    fm_ensure_init();
+    if (FM_LIKELY(size <= FM_SMALL_MAX_USER))
+        p = through_cache ? fm_tcache_refill(fm_small_class_of(size)) : fm_small_alloc(fm_small_class_of(size));
+    else if (size <= FM_MEDIUM_MAX_USER)
+        p = fm_medium_alloc(fm_medium_round_request(size), false);
+    else if (size <= (size_t)PTRDIFF_MAX)
+        p = fm_large_alloc(size, 0);
+    else
+        p = NULL;
+    if (FM_UNLIKELY(p == NULL))
+        errno = ENOMEM;
+    return p;
+}
+
+void *fm_alloc(size_t size) { return alloc_by_size(size, true); }
+void *fm_alloc_uncached(size_t size) { return alloc_by_size(size, false); }
+
+/* Small blocks are aligned to gcd(class size, 64), so for alignments up to 64 pick the first
+ * class at least as big that is a multiple of the alignment (FastMM5's minimum-alignment rule). */
+static void *alloc_small_aligned(size_t size, size_t alignment)
+{
+    unsigned c = fm_small_class_of(size);
+    while (fm_small_class_sizes[c] % alignment != 0)
+        c++;
+    return fm_small_alloc(c);
+}
+
+void *fm_alloc_aligned(size_t alignment, size_t size)
+{
+    if (alignment <= FM_MIN_ALIGN)
+        return fm_load_relaxed(&fm_debug_on) ? fm_debug_alloc(size, FM_DEBUG_FILL_ALLOCATED) : fm_alloc(size);
+    fm_ensure_init();
+    void *p = NULL;
+    if (size > (size_t)PTRDIFF_MAX - alignment)
+        p = NULL;
+    else if (alignment <= 64 && size <= FM_SMALL_MAX_USER)
+        p = alloc_small_aligned(size, alignment);
+    else if (alignment <= 64 && size <= FM_MEDIUM_MAX_USER)
+        p = fm_medium_alloc(fm_medium_round_request(size), false); /* medium blocks are 64-aligned */
+    else if (size <= FM_MEDIUM_MAX_USER && fm_medium_round_request(size) + alignment <= FM_MEDIUM_MAX_BLOCK)
+        p = fm_medium_alloc_aligned(fm_medium_round_request(size), alignment);
+    else
+        p = fm_large_alloc(size, alignment);
+    if (p == NULL)
+        errno = ENOMEM;
+    return p;
+}
+
+/* ---- public entry points (section 1); override.c maps the C library names onto these ---- */
+
+/* The common case in a few instructions: a free block of the class from this thread's cache. */
+FM_EXPORT void *fastmm_malloc(size_t size)
+{
+    fm_tcache_t *tc = fm_tcache_current;
+    if (FM_LIKELY(size <= FM_SMALL_MAX_USER && FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_debug_on))) {
+        fm_tcache_bin_t *bin = &tc->bins[fm_small_class_of(size)];
+        void *b = bin->head;
+        if (FM_LIKELY(b != NULL)) {
+            bin->head = *(void **)b;
+            bin->count--;
+            *fm_flags_of(b) = (uint16_t)(*fm_flags_of(b) & ~FM_FLAG_FREE);
+            return b;
+        }
+    }
+    if (fm_load_relaxed(&fm_debug_on))
+        return fm_debug_alloc(size, FM_DEBUG_FILL_ALLOCATED);
+    return fm_alloc(size);
+}
+
+static FM_NOINLINE void free_slow(void *p, fm_block_ref_t ref)
+{
+    int saved = errno; /* free never changes errno (POSIX 2024, glibc) */
+    if (ref.kind == FM_BLOCK_INVALID)
+        fm_debug_free_or_report(p, ref); /* a debug block, a freed one, or nothing of ours */
+    else if (*fm_flags_of(p) & FM_FLAG_DEBUG_INFO)
+        fm_event_invalid_pointer("free", p, "it points 64 bytes before a debug block's user data");
+    else
+        fm_free_classified(p, ref);
+    errno = saved;
+}
+
+/* Every pointer is classified (fails closed); a live small block then goes to this thread's
+ * cache, keeping its span's count, so no lock is taken. */
+FM_EXPORT void fastmm_free(void *p)
+{
+    if (p == NULL)
+        return;
+    fm_block_ref_t ref = fm_block_classify(p);
+    fm_tcache_t *tc = fm_tcache_current;
+    if (FM_LIKELY(ref.kind == FM_BLOCK_SMALL && FM_TCACHE_USABLE(tc))) {
+        uint16_t flags = *fm_flags_of(p);
+        if (FM_LIKELY((flags & (FM_FLAG_FREE | FM_FLAG_DEBUG_INFO)) == 0)) {
+            unsigned c = ((fm_small_span_t *)ref.owner)->manager->class_index;
+            fm_tcache_bin_t *bin = &tc->bins[c];
+            *fm_flags_of(p) = (uint16_t)(flags | FM_FLAG_FREE);
+            *(void **)p = bin->head;
+            bin->head = p;
+            if (FM_UNLIKELY(++bin->count > fm_tcache_limits[c]))
+                fm_tcache_overflow(tc, c);
+            return;
+        }
+    }
+    free_slow(p, ref);
+}
+
+FM_EXPORT void *fastmm_calloc(size_t count, size_t size)
+{
+    size_t total;
+    if (__builtin_mul_overflow(count, size, &total)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (fm_load_relaxed(&fm_debug_on))
+        return fm_debug_alloc(total, 0);
+    void *p = fm_alloc(total);
+    /* large blocks are fresh mappings, already zero */
+    if (p != NULL && total <= FM_MEDIUM_MAX_USER)
+        memset(p, 0, total);
+    return p;
+}
+
+FM_EXPORT void *fastmm_realloc(void *p, size_t size) { return fm_realloc(p, size); }
+
+FM_EXPORT void *fastmm_reallocarray(void *p, size_t count, size_t size)
+{
+    size_t total;
+    if (__builtin_mul_overflow(count, size, &total)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return fm_realloc(p, total);
+}
+
+FM_EXPORT int fastmm_posix_memalign(void **out, size_t alignment, size_t size)
+{
+    if (!fm_is_pow2(alignment) || alignment % sizeof(void *) != 0)
+        return EINVAL;
+    int saved = errno;
+    void *p = fm_alloc_aligned(alignment, size);
+    errno = saved;
+    if (p == NULL)
+        return ENOMEM;
+    *out = p;
+    return 0;
+}
+
+/* C17 and glibc 2.38: an alignment that is not a power of two is an error. */
+FM_EXPORT void *fastmm_aligned_alloc(size_t alignment, size_t size)
+{
+    if (!fm_is_pow2(alignment)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    return fm_alloc_aligned(alignment, size);
+}
+
+/* glibc's memalign rounds an alignment that is not a power of two up to the next one. */
+FM_EXPORT void *fastmm_memalign(size_t alignment, size_t size)
+{
+    if (alignment > (size_t)PTRDIFF_MAX / 2 + 1) {
+        errno = EINVAL;
+        return NULL;
+    }
+    size_t a = 1;
+    while (a < alignment)
+        a <<= 1;
+    return fm_alloc_aligned(a, size);
+}
+
+FM_EXPORT size_t fastmm_usable_size(const void *p)
+{
+    if (p == NULL)
+        return 0;
+    fm_block_ref_t ref = fm_block_classify(p);
+    if (ref.kind == FM_BLOCK_INVALID)
+        return fm_debug_usable_or_report(p, ref);
+    if (fm_load_relaxed(fm_flags_of(p)) & (FM_FLAG_FREE | FM_FLAG_DEBUG_INFO)) {
+        fm_event_invalid_pointer("malloc_usable_size", p, "the block was already freed");
+        return 0;
+    }
+    return fm_block_usable(p, ref);
+}

@@ -1,0 +1,715 @@
+/*
+ * debug.c - FastMM5's debug mode: every block allocated while it is active is wrapped in a
+ * 64-byte header and a footer, filled with 0x90, and checked when it is freed, reallocated,
+ * reused after being freed, and by fastmm_debug_scan (facts section 4).
+ *
+ *   outer block (small/medium/large, flag DEBUG_INFO)
+ *   [ debug header, 64 bytes | user data, user_size bytes | footer ]
+ *                             ^ the user pointer; its flag word closes the header (0x20 / 0x21)
+ *   footer (unaligned): checksum u32, allocation trace [depth], free trace [depth], reserved u32
+ *
+ * On free the user area is filled with 0x80 (the first word pointing to the freed-object trap
+ * table), the free trace is recorded and the block goes back to its arena still flagged
+ * DEBUG_INFO; whoever reuses it later checks that nothing was written meanwhile.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+
+#define HEADER_SIZE 64u
+#define FILL_ALLOCATED 0x90
+#define FILL_FREED 0x80
+#define FLAGS_IN_USE ((uint16_t)FM_FLAG_DEBUG_BLOCK)
+#define FLAGS_FREED ((uint16_t)(FM_FLAG_DEBUG_BLOCK | FM_FLAG_FREE))
+#define MARKER_MIN_SIZE (2 * sizeof(void *)) /* FastMM5's CTObjectInstanceSize */
+#define MAX_DEPTH 64u
+#define SCAN_RETRIES 100
+
+typedef struct debug_header {
+    void *reserved1;                    /* the allocator's free-list links live here */
+    void *reserved2;
+    uint8_t reserved_space[FM_IS64 ? 4 : 20];
+    uint32_t header_checksum;
+    uint32_t allocation_ms;             /* milliseconds since the library started */
+    uint32_t allocation_number;
+    size_t user_size;
+    uintptr_t previous_first_word;      /* on free: the user area's first word (a C++ vptr) */
+    uint32_t allocation_group;
+    uint32_t allocated_by_thread;
+    uint32_t freed_by_thread;
+    uint8_t reserved3;
+    uint8_t stack_depth;
+    uint16_t flags;                     /* doubles as the user pointer's flag word */
+} debug_header_t;
+FM_STATIC_ASSERT(sizeof(debug_header_t) == HEADER_SIZE, "FastMM5's debug header is 64 bytes");
+FM_STATIC_ASSERT(offsetof(debug_header_t, header_checksum) == (FM_IS64 ? 20 : 28), "FastMM5 layout");
+FM_STATIC_ASSERT(offsetof(debug_header_t, flags) == 62, "the flags must end right before the user data");
+
+bool fm_debug_on;
+static int debug_counter;
+static fm_lock_t mode_lock;
+static unsigned debug_options = FASTMM_DEBUG_NEVER_FREE_SMALL_SPANS | FASTMM_DEBUG_NEVER_MERGE_FREE_MEDIUM_BLOCKS;
+static unsigned stack_depth = 20;
+static uint32_t last_allocation_number;
+static uint32_t allocation_group;
+static uint32_t break_number;
+static uint64_t start_ms;
+
+/* ---- layout helpers ---- */
+
+FM_INLINE debug_header_t *header_of(const void *user) { return (debug_header_t *)((uintptr_t)user - HEADER_SIZE); }
+FM_INLINE size_t footer_size(unsigned depth) { return 8u + 2u * depth * sizeof(uintptr_t); }
+FM_INLINE size_t overhead(unsigned depth) { return HEADER_SIZE + footer_size(depth); }
+FM_INLINE unsigned char *footer_of(const debug_header_t *h) { return (unsigned char *)(h + 1) + h->user_size; }
+FM_INLINE unsigned char *trace_at(const debug_header_t *h, bool free_trace)
+{
+    return footer_of(h) + 4 + (free_trace ? h->stack_depth * sizeof(uintptr_t) : 0);
+}
+
+static uint32_t header_checksum(const debug_header_t *h)
+{
+    const unsigned char *b = (const unsigned char *)h;
+    uint32_t sum = 0xffffffffu;
+    for (size_t off = offsetof(debug_header_t, header_checksum) + 4; off < HEADER_SIZE; off += 4) {
+        uint32_t w;
+        memcpy(&w, b + off, 4);
+        sum ^= w;
+    }
+    return sum;
+}
+
+static uint32_t footer_checksum(const debug_header_t *h)
+{
+    const unsigned char *t = footer_of(h) + 4;
+    uint32_t sum = 0xffffffffu;
+    for (size_t off = 0; off + 4 <= 2u * h->stack_depth * sizeof(uintptr_t); off += 4) {
+        uint32_t w;
+        memcpy(&w, t + off, 4);
+        sum ^= w;
+    }
+    return sum;
+}
+
+static void set_checksums(debug_header_t *h)
+{
+    h->header_checksum = header_checksum(h);
+    uint32_t f = footer_checksum(h);
+    memcpy(footer_of(h), &f, 4);
+}
+
+static bool header_ok(const debug_header_t *h)
+{
+    return h->header_checksum == header_checksum(h) && h->stack_depth <= MAX_DEPTH &&
+           (h->flags == FLAGS_IN_USE || h->flags == FLAGS_FREED);
+}
+
+static bool footer_ok(const debug_header_t *h)
+{
+    uint32_t stored;
+    memcpy(&stored, footer_of(h), 4);
+    return stored == footer_checksum(h);
+}
+
+/* The outer block's flag word (small/medium/large alike: the two bytes before it). */
+FM_INLINE uint16_t *outer_flags(const debug_header_t *h) { return fm_flags_of(h); }
+
+/* ---- freed-object trap table: a vtable whose every slot reports the call ---- */
+
+static void virtual_call_trap(void *self, unsigned slot);
+#define TRAP(n) static uintptr_t trap_##n(void *self) { virtual_call_trap(self, n); return 0; }
+#define TRAP8(n) TRAP(n##0) TRAP(n##1) TRAP(n##2) TRAP(n##3) TRAP(n##4) TRAP(n##5) TRAP(n##6) TRAP(n##7)
+TRAP8(0) TRAP8(1) TRAP8(2) TRAP8(3) TRAP8(4) TRAP8(5) TRAP8(6) TRAP8(7)
+#define T(n) (uintptr_t)trap_##n
+#define T8(n) T(n##0), T(n##1), T(n##2), T(n##3), T(n##4), T(n##5), T(n##6), T(n##7)
+/* Itanium C++ ABI: the vptr points past offset-to-top and the RTTI pointer. */
+static const uintptr_t freed_object_vtable[2 + 64] = {0, 0, T8(0), T8(1), T8(2), T8(3), T8(4), T8(5), T8(6), T8(7)};
+#define FREED_MARKER ((uintptr_t)&freed_object_vtable[2])
+
+/* ---- reports ---- */
+
+static const char *event_name(fastmm_event_type_t t)
+{
+    switch (t) {
+    case FASTMM_EVENT_DOUBLE_FREE:
+        return "double free: the block was already freed";
+    case FASTMM_EVENT_REALLOC_OF_FREED_BLOCK:
+        return "realloc of a block that was already freed";
+    case FASTMM_EVENT_HEADER_CORRUPTION:
+        return "the block's debug header was overwritten (a write before the start of the block, or into a freed block)";
+    case FASTMM_EVENT_FOOTER_CORRUPTION:
+        return "the block's footer was overwritten (a write past the end of the block)";
+    case FASTMM_EVENT_MODIFIED_AFTER_FREE:
+        return "the block was modified after it was freed (a write through a dangling pointer)";
+    case FASTMM_EVENT_VIRTUAL_CALL_ON_FREED_OBJECT:
+        return "a virtual method was called on a freed object";
+    default:
+        return "memory error";
+    }
+}
+
+/* Byte runs that differ from the freed image, as FastMM5's "offset(length)" list. */
+static void report_modified_runs(fm_report_t *r, const debug_header_t *h)
+{
+    const unsigned char *u = (const unsigned char *)(h + 1);
+    unsigned runs = 0;
+    uintptr_t marker = FREED_MARKER;
+    fm_report_str(r, "\nModified byte offsets (and lengths): ");
+    for (size_t i = 0; i < h->user_size && runs < 32;) {
+        unsigned char want = (h->user_size >= MARKER_MIN_SIZE && i < sizeof marker)
+                                 ? ((const unsigned char *)&marker)[i] : FILL_FREED;
+        if (u[i] == want) {
+            i++;
+            continue;
+        }
+        size_t start = i;
+        while (i < h->user_size) {
+            unsigned char w = (h->user_size >= MARKER_MIN_SIZE && i < sizeof marker)
+                                  ? ((const unsigned char *)&marker)[i] : FILL_FREED;
+            if (u[i] == w)
+                break;
+            i++;
+        }
+        if (runs++ != 0)
+            fm_report_str(r, ", ");
+        fm_report_dec(r, start);
+        fm_report_str(r, "(");
+        fm_report_dec(r, i - start);
+        fm_report_str(r, ")");
+    }
+}
+
+static void report_block(fm_report_t *r, const debug_header_t *h, bool header_trusted)
+{
+    const void *user = h + 1;
+    fm_report_str(r, "\nBlock: ");
+    fm_report_hex(r, (uintptr_t)user);
+    if (!header_trusted) {
+        fm_report_str(r, " (its header is damaged, so what it records cannot be trusted)");
+    } else {
+        fm_report_str(r, ", requested size ");
+        fm_report_dec(r, h->user_size);
+        fm_report_str(r, ", allocation number ");
+        fm_report_dec(r, h->allocation_number);
+        fm_report_str(r, ", allocation group ");
+        fm_report_dec(r, h->allocation_group);
+        fm_report_str(r, "\nAllocated by thread ");
+        fm_report_dec(r, h->allocated_by_thread);
+        fm_report_str(r, " at ");
+        fm_report_dec(r, h->allocation_ms);
+        fm_report_str(r, " ms after start-up; allocation stack trace:");
+        uintptr_t trace[MAX_DEPTH];
+        memcpy(trace, trace_at(h, false), h->stack_depth * sizeof(uintptr_t));
+        fm_stack_format(r, trace, h->stack_depth);
+        if (h->flags == FLAGS_FREED) {
+            fm_report_str(r, "\nFreed by thread ");
+            fm_report_dec(r, h->freed_by_thread);
+            fm_report_str(r, "; free stack trace:");
+            memcpy(trace, trace_at(h, true), h->stack_depth * sizeof(uintptr_t));
+            fm_stack_format(r, trace, h->stack_depth);
+        }
+    }
+    size_t dump = header_trusted && h->user_size + 8 < 256 ? h->user_size + 8 : 256;
+    fm_report_str(r, "\nCurrent memory dump of ");
+    fm_report_dec(r, dump);
+    fm_report_str(r, " bytes starting at the user pointer:");
+    fm_report_dump(r, user, dump);
+}
+
+static void raise_block_event(fastmm_event_type_t type, const debug_header_t *h, const char *operation)
+{
+    bool trusted = type != FASTMM_EVENT_HEADER_CORRUPTION;
+    fm_report_t r;
+    fm_report_begin(&r);
+    fm_report_str(&r, "libfastmm5: ");
+    fm_report_str(&r, event_name(type));
+    fm_report_str(&r, "\nDetected by: ");
+    fm_report_str(&r, operation);
+    fm_report_str(&r, ", thread ");
+    fm_report_dec(&r, fm_os_thread_id());
+    report_block(&r, h, trusted);
+    if (type == FASTMM_EVENT_MODIFIED_AFTER_FREE)
+        report_modified_runs(&r, h);
+    fm_event_raise(type, h + 1, trusted ? h->user_size : 0, trusted ? h->allocation_number : 0, &r);
+}
+
+static void virtual_call_trap(void *self, unsigned slot)
+{
+    uintptr_t trace[MAX_DEPTH];
+    fm_stack_capture(trace, MAX_DEPTH);
+    fm_report_t r;
+    fm_report_begin(&r);
+    fm_report_str(&r, "libfastmm5: ");
+    fm_report_str(&r, event_name(FASTMM_EVENT_VIRTUAL_CALL_ON_FREED_OBJECT));
+    fm_report_str(&r, " (virtual slot ");
+    fm_report_dec(&r, slot);
+    fm_report_str(&r, ")\nStack trace of the call:");
+    fm_stack_format(&r, trace, MAX_DEPTH);
+    const debug_header_t *h = header_of(self);
+    bool trusted = header_ok(h);
+    report_block(&r, h, trusted);
+    fm_event_raise(FASTMM_EVENT_VIRTUAL_CALL_ON_FREED_OBJECT, self, trusted ? h->user_size : 0,
+                   trusted ? h->allocation_number : 0, &r);
+}
+
+/* ---- the checks ---- */
+
+static bool freed_pattern_ok(const debug_header_t *h)
+{
+    const unsigned char *u = (const unsigned char *)(h + 1);
+    size_t n = h->user_size;
+    if (n >= MARKER_MIN_SIZE) {
+        uintptr_t first;
+        memcpy(&first, u, sizeof first);
+        if (first != FREED_MARKER)
+            return false;
+        u += sizeof first;
+        n -= sizeof first;
+    }
+    return fm_kernels.check_fill(u, FILL_FREED, n);
+}
+
+/* What is wrong with a freed debug block, or -1 if it is intact. */
+static int freed_block_problem(const debug_header_t *h)
+{
+    if (!header_ok(h) || h->flags != FLAGS_FREED)
+        return FASTMM_EVENT_HEADER_CORRUPTION;
+    if (!footer_ok(h))
+        return FASTMM_EVENT_FOOTER_CORRUPTION;
+    if (!freed_pattern_ok(h))
+        return FASTMM_EVENT_MODIFIED_AFTER_FREE;
+    return -1;
+}
+
+/*
+ * Called with the outer block of a freed debug block that an arena is about to hand out again
+ * (in any mode). True: intact, and its debug flag is cleared. False: reported, and the caller
+ * must keep the block out of circulation (quarantine).
+ */
+bool fm_debug_check_reuse(void *outer)
+{
+    const debug_header_t *h = outer;
+    int problem = freed_block_problem(h);
+    if (problem >= 0) {
+        raise_block_event((fastmm_event_type_t)problem, h, "reuse of a freed block");
+        return false;
+    }
+    *fm_flags_of(outer) = (uint16_t)(*fm_flags_of(outer) & ~FM_FLAG_DEBUG_INFO);
+    return true;
+}
+
+/* The same check without reporting, for code that holds an arena lock (medium.c). */
+bool fm_debug_freed_block_intact(const void *outer) { return freed_block_problem(outer) < 0; }
+
+/* ---- allocation ---- */
+
+static void apply_options_locked(void)
+{
+    bool on = debug_counter > 0;
+    fm_small_keep_empty_spans = on && (debug_options & FASTMM_DEBUG_NEVER_FREE_SMALL_SPANS);
+    fm_medium_never_merge = on && (debug_options & FASTMM_DEBUG_NEVER_MERGE_FREE_MEDIUM_BLOCKS);
+    fm_store_release(&fm_debug_on, on);
+}
+
+static void *init_block(char *outer, size_t size, unsigned depth, int fill)
+{
+    debug_header_t *h = (debug_header_t *)outer;
+    h->user_size = size;
+    h->stack_depth = (uint8_t)depth;
+    h->previous_first_word = 0;
+    h->allocation_group = fm_load_relaxed(&allocation_group);
+    h->allocation_number = __atomic_add_fetch(&last_allocation_number, 1, __ATOMIC_RELAXED);
+    h->allocation_ms = (uint32_t)(fm_os_time_ms() - start_ms);
+    h->allocated_by_thread = fm_os_thread_id();
+    h->freed_by_thread = 0;
+    h->reserved3 = 0;
+    h->flags = FLAGS_IN_USE;
+    uintptr_t trace[MAX_DEPTH];
+    fm_stack_capture(trace, depth);
+    memcpy(trace_at(h, false), trace, depth * sizeof(uintptr_t));
+    memset(trace_at(h, true), 0, depth * sizeof(uintptr_t));
+    memset(footer_of(h) + footer_size(depth) - 4, 0, 4);
+    set_checksums(h);
+    if (fill >= 0)
+        fm_kernels.fill(h + 1, (uint8_t)fill, size);
+    *outer_flags(h) = (uint16_t)(*outer_flags(h) | FM_FLAG_DEBUG_INFO);
+    if (h->allocation_number == fm_load_relaxed(&break_number) && break_number != 0)
+        raise(SIGTRAP);
+    return h + 1;
+}
+
+/* fill: FILL_ALLOCATED, 0 for calloc, or -1 for no fill (realloc copies over it). */
+void *fm_debug_alloc(size_t size, int fill)
+{
+    if (debug_options & FASTMM_DEBUG_SCAN_EVERY_OPERATION)
+        fastmm_debug_scan();
+    unsigned depth = fm_load_relaxed(&stack_depth);
+    if (size > (size_t)PTRDIFF_MAX - overhead(depth)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    char *outer = fm_alloc_uncached(size + overhead(depth));
+    if (outer == NULL)
+        return NULL;
+    if (fill == 0 && size + overhead(depth) > FM_MEDIUM_MAX_USER)
+        fill = -1; /* large blocks are fresh mappings: already zero */
+    return init_block(outer, size, depth, fill);
+}
+
+/* ---- classification of debug user pointers ---- */
+
+/* A live or freed debug block's user pointer: its outer block must be a block of this heap
+ * carrying DEBUG_INFO, and the word before it must be a debug flag word. */
+bool fm_debug_classify(const void *p, fm_block_ref_t *outer_ref)
+{
+    if (((uintptr_t)p & (FM_MIN_ALIGN - 1)) != 0)
+        return false;
+    const char *outer = (const char *)p - HEADER_SIZE;
+    fm_block_ref_t ref = fm_block_classify(outer);
+    if (ref.kind == FM_BLOCK_INVALID || !(*fm_flags_of(outer) & FM_FLAG_DEBUG_INFO))
+        return false;
+    uint16_t f = header_of(p)->flags;
+    if (f != FLAGS_IN_USE && f != FLAGS_FREED)
+        return false;
+    *outer_ref = ref;
+    return true;
+}
+
+/* Whether a pointer that is no live block looks like a freed debug block (for the double-free
+ * and realloc-of-freed reports): mapped by this heap, with an intact header flagged freed. */
+static bool looks_like_freed_debug_block(const void *p)
+{
+    if (((uintptr_t)p & (FM_MIN_ALIGN - 1)) != 0 || fm_pagemap_lookup((const char *)p - HEADER_SIZE) == 0 ||
+        fm_pagemap_lookup(p) == 0)
+        return false;
+    const debug_header_t *h = header_of(p);
+    return h->flags == FLAGS_FREED && header_ok(h);
+}
+
+/* ---- freed large debug blocks ----
+ * A large block's memory goes back to the OS when it is freed, so a second free finds nothing of
+ * it. To still name a double free (and realloc of a freed block) with both stack traces, the
+ * last few freed large debug blocks are remembered here. */
+
+#define FREED_LARGE_RING 32
+
+typedef struct freed_large {
+    const void *user;
+    size_t user_size;
+    uint32_t allocation_number, allocated_by_thread, freed_by_thread;
+    unsigned depth;
+    uintptr_t traces[2 * MAX_DEPTH];
+} freed_large_t;
+
+static fm_lock_t ring_lock;
+static freed_large_t freed_large[FREED_LARGE_RING];
+static unsigned ring_next;
+
+static void remember_freed_large(const debug_header_t *h)
+{
+    fm_lock_wait(&ring_lock);
+    freed_large_t *e = &freed_large[ring_next++ % FREED_LARGE_RING];
+    e->user = h + 1;
+    e->user_size = h->user_size;
+    e->allocation_number = h->allocation_number;
+    e->allocated_by_thread = h->allocated_by_thread;
+    e->freed_by_thread = h->freed_by_thread;
+    e->depth = h->stack_depth;
+    memcpy(e->traces, trace_at(h, false), 2u * h->stack_depth * sizeof(uintptr_t));
+    fm_lock_release(&ring_lock);
+}
+
+/* Reports p if it is a remembered freed large block; false if it is not one. */
+static bool report_freed_large(fastmm_event_type_t type, const void *p, const char *operation)
+{
+    freed_large_t e;
+    bool found = false;
+    fm_lock_wait(&ring_lock);
+    for (unsigned i = 0; i < FREED_LARGE_RING && !found; i++)
+        if (freed_large[i].user == p && p != NULL) {
+            e = freed_large[i];
+            found = true;
+        }
+    fm_lock_release(&ring_lock);
+    if (!found)
+        return false;
+    fm_report_t r;
+    fm_report_begin(&r);
+    fm_report_str(&r, "libfastmm5: ");
+    fm_report_str(&r, event_name(type));
+    fm_report_str(&r, "\nDetected by: ");
+    fm_report_str(&r, operation);
+    fm_report_str(&r, ", thread ");
+    fm_report_dec(&r, fm_os_thread_id());
+    fm_report_str(&r, "\nBlock: ");
+    fm_report_hex(&r, (uintptr_t)p);
+    fm_report_str(&r, " (a large block: its memory went back to the OS when it was freed), requested size ");
+    fm_report_dec(&r, e.user_size);
+    fm_report_str(&r, ", allocation number ");
+    fm_report_dec(&r, e.allocation_number);
+    fm_report_str(&r, "\nAllocated by thread ");
+    fm_report_dec(&r, e.allocated_by_thread);
+    fm_report_str(&r, "; allocation stack trace:");
+    fm_stack_format(&r, e.traces, e.depth);
+    fm_report_str(&r, "\nFreed by thread ");
+    fm_report_dec(&r, e.freed_by_thread);
+    fm_report_str(&r, "; free stack trace:");
+    fm_stack_format(&r, e.traces + e.depth, e.depth);
+    fm_event_raise(type, p, e.user_size, e.allocation_number, &r);
+    return true;
+}
+
+/* ---- free ---- */
+
+static bool verify_live(const debug_header_t *h, const char *operation)
+{
+    if (!header_ok(h) || h->flags != FLAGS_IN_USE) {
+        raise_block_event(FASTMM_EVENT_HEADER_CORRUPTION, h, operation);
+        return false;
+    }
+    if (!footer_ok(h)) {
+        raise_block_event(FASTMM_EVENT_FOOTER_CORRUPTION, h, operation);
+        return false;
+    }
+    return true;
+}
+
+/* Frees a debug block whose outer block is `ref`. Corrupt blocks are reported and kept. */
+static void free_debug_block(void *p, fm_block_ref_t ref, const char *operation)
+{
+    debug_header_t *h = header_of(p);
+    if (!verify_live(h, operation))
+        return; /* quarantined: never freed, reused or merged */
+    /* While the block is rewritten, a concurrent scan sees no DEBUG_INFO and leaves it alone. */
+    *outer_flags(h) = (uint16_t)(*outer_flags(h) & ~FM_FLAG_DEBUG_INFO);
+    h->freed_by_thread = fm_os_thread_id();
+    uintptr_t trace[MAX_DEPTH];
+    fm_stack_capture(trace, h->stack_depth);
+    memcpy(trace_at(h, true), trace, h->stack_depth * sizeof(uintptr_t));
+    memcpy(&h->previous_first_word, p, h->user_size >= sizeof(uintptr_t) ? sizeof(uintptr_t) : 0);
+    unsigned char *u = p;
+    size_t n = h->user_size;
+    if (n >= MARKER_MIN_SIZE) {
+        uintptr_t marker = FREED_MARKER;
+        memcpy(u, &marker, sizeof marker);
+        u += sizeof marker;
+        n -= sizeof marker;
+    }
+    fm_kernels.fill(u, FILL_FREED, n);
+    h->flags = FLAGS_FREED;
+    set_checksums(h);
+    *outer_flags(h) = (uint16_t)(*outer_flags(h) | FM_FLAG_DEBUG_INFO);
+    if (ref.kind == FM_BLOCK_LARGE)
+        remember_freed_large(h);
+    fm_free_classified(h, ref);
+}
+
+/* free() of anything that classified as no plain block: a debug block, or an invalid pointer. */
+void fm_debug_free_or_report(void *p, fm_block_ref_t plain_ref)
+{
+    if (debug_options & FASTMM_DEBUG_SCAN_EVERY_OPERATION && fm_load_relaxed(&fm_debug_on))
+        fastmm_debug_scan();
+    fm_block_ref_t outer;
+    if (fm_debug_classify(p, &outer)) {
+        debug_header_t *h = header_of(p);
+        if (h->flags == FLAGS_FREED && header_ok(h))
+            raise_block_event(FASTMM_EVENT_DOUBLE_FREE, h, "free");
+        else
+            free_debug_block(p, outer, "free");
+        return;
+    }
+    if (looks_like_freed_debug_block(p)) {
+        raise_block_event(FASTMM_EVENT_DOUBLE_FREE, header_of(p), "free");
+        return;
+    }
+    if (fm_pagemap_lookup(p) == 0 && report_freed_large(FASTMM_EVENT_DOUBLE_FREE, p, "free"))
+        return;
+    fm_event_invalid_pointer("free", p, plain_ref.why);
+}
+
+/* ---- realloc ---- */
+
+static void *realloc_debug_block(void *p, fm_block_ref_t outer, size_t size)
+{
+    debug_header_t *h = header_of(p);
+    if (!verify_live(h, "realloc")) {
+        errno = EINVAL;
+        return NULL;
+    }
+    size_t capacity = fm_block_usable(h, outer);
+    size_t foot = footer_size(h->stack_depth);
+    if (capacity - HEADER_SIZE - foot >= size) {
+        /* in place: move the footer to the new end (FastMM5 keeps grown bytes unfilled) */
+        *outer_flags(h) = (uint16_t)(*outer_flags(h) & ~FM_FLAG_DEBUG_INFO);
+        memmove((unsigned char *)(h + 1) + size, footer_of(h), foot);
+        h->user_size = size;
+        h->header_checksum = header_checksum(h);
+        *outer_flags(h) = (uint16_t)(*outer_flags(h) | FM_FLAG_DEBUG_INFO);
+        return p;
+    }
+    if (size > (size_t)PTRDIFF_MAX - overhead(h->stack_depth)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    char *outer_new = fm_alloc_uncached(size + overhead(h->stack_depth));
+    if (outer_new == NULL)
+        return NULL;
+    /* the new block keeps the allocation number, trace, thread and time */
+    debug_header_t *n = (debug_header_t *)outer_new;
+    memcpy((char *)n + offsetof(debug_header_t, header_checksum), (char *)h + offsetof(debug_header_t, header_checksum),
+           HEADER_SIZE - offsetof(debug_header_t, header_checksum));
+    n->user_size = size;
+    memcpy(n + 1, h + 1, h->user_size < size ? h->user_size : size);
+    memcpy(footer_of(n), footer_of(h), foot);
+    set_checksums(n);
+    *outer_flags(n) = (uint16_t)(*outer_flags(n) | FM_FLAG_DEBUG_INFO);
+    free_debug_block(p, outer, "realloc");
+    return n + 1;
+}
+
+/* realloc() of anything that classified as no plain block. */
+void *fm_debug_realloc_or_report(void *p, fm_block_ref_t plain_ref, size_t size)
+{
+    if (debug_options & FASTMM_DEBUG_SCAN_EVERY_OPERATION && fm_load_relaxed(&fm_debug_on))
+        fastmm_debug_scan();
+    fm_block_ref_t outer;
+    if (fm_debug_classify(p, &outer)) {
+        debug_header_t *h = header_of(p);
+        if (h->flags == FLAGS_FREED && header_ok(h)) {
+            raise_block_event(FASTMM_EVENT_REALLOC_OF_FREED_BLOCK, h, "realloc");
+            errno = EINVAL;
+            return NULL;
+        }
+        if (size == 0) {
+            free_debug_block(p, outer, "realloc");
+            return NULL;
+        }
+        return realloc_debug_block(p, outer, size);
+    }
+    if (looks_like_freed_debug_block(p))
+        raise_block_event(FASTMM_EVENT_REALLOC_OF_FREED_BLOCK, header_of(p), "realloc");
+    else if (!(fm_pagemap_lookup(p) == 0 && report_freed_large(FASTMM_EVENT_REALLOC_OF_FREED_BLOCK, p, "realloc")))
+        fm_event_invalid_pointer("realloc", p, plain_ref.why);
+    errno = EINVAL;
+    return NULL;
+}
+
+/* realloc() of a normal block while debug mode is on: it becomes a debug block. */
+void *fm_debug_realloc_plain(void *p, fm_block_ref_t ref, size_t size)
+{
+    void *n = fm_debug_alloc(size, -1);
+    if (n == NULL)
+        return NULL;
+    size_t old = fm_block_usable(p, ref);
+    memcpy(n, p, old < size ? old : size);
+    fm_free_classified(p, ref);
+    return n;
+}
+
+size_t fm_debug_usable_or_report(const void *p, fm_block_ref_t plain_ref)
+{
+    fm_block_ref_t outer;
+    if (fm_debug_classify(p, &outer) && header_of(p)->flags == FLAGS_IN_USE)
+        return header_of(p)->user_size;
+    fm_event_invalid_pointer("malloc_usable_size", p, plain_ref.why);
+    return 0;
+}
+
+/* ---- scan ---- */
+
+/* Checks one outer block that carries DEBUG_INFO; retried while another thread may be
+ * rewriting it (it clears DEBUG_INFO meanwhile). Returns true if it is corrupt (reported). */
+bool fm_debug_scan_block(const void *outer, bool freed)
+{
+    const debug_header_t *h = outer;
+    int problem = -1;
+    for (int attempt = 0; attempt < SCAN_RETRIES; attempt++) {
+        if (!(fm_load_relaxed(outer_flags(h)) & FM_FLAG_DEBUG_INFO))
+            return false;
+        if (freed)
+            problem = freed_block_problem(h);
+        else if (!header_ok(h))
+            problem = FASTMM_EVENT_HEADER_CORRUPTION;
+        else if (h->flags == FLAGS_IN_USE && !footer_ok(h))
+            problem = FASTMM_EVENT_FOOTER_CORRUPTION;
+        else
+            problem = -1;
+        if (problem < 0)
+            return false;
+        fm_os_yield();
+    }
+    raise_block_event((fastmm_event_type_t)problem, h, "fastmm_debug_scan");
+    return true;
+}
+
+/* ---- public API (section 2) ---- */
+
+void fm_debug_init(void)
+{
+    start_ms = fm_os_time_ms();
+}
+
+FM_EXPORT bool fastmm_debug_enter(void)
+{
+    fm_ensure_init();
+    fm_lock_wait(&mode_lock);
+    debug_counter++;
+    apply_options_locked();
+    fm_lock_release(&mode_lock);
+    return true;
+}
+
+FM_EXPORT bool fastmm_debug_exit(void)
+{
+    fm_lock_wait(&mode_lock);
+    bool ok = debug_counter > 0;
+    if (ok)
+        debug_counter--;
+    apply_options_locked();
+    fm_lock_release(&mode_lock);
+    return ok;
+}
+
+FM_EXPORT bool fastmm_debug_active(void) { return fm_load_acquire(&fm_debug_on); }
+FM_EXPORT unsigned fastmm_debug_options(void) { return fm_load_relaxed(&debug_options); }
+
+FM_EXPORT void fastmm_debug_set_options(unsigned options)
+{
+    fm_lock_wait(&mode_lock);
+    debug_options = options & (FASTMM_DEBUG_NEVER_FREE_SMALL_SPANS | FASTMM_DEBUG_NEVER_MERGE_FREE_MEDIUM_BLOCKS |
+                               FASTMM_DEBUG_SCAN_EVERY_OPERATION);
+    apply_options_locked();
+    fm_lock_release(&mode_lock);
+}
+
+FM_EXPORT unsigned fastmm_debug_stack_depth(void) { return fm_load_relaxed(&stack_depth); }
+FM_EXPORT void fastmm_debug_set_stack_depth(unsigned depth)
+{
+    fm_store_relaxed(&stack_depth, depth > MAX_DEPTH ? MAX_DEPTH : depth);
+}
+FM_EXPORT void fastmm_debug_set_allocation_group(uint32_t group) { fm_store_relaxed(&allocation_group, group); }
+FM_EXPORT uint32_t fastmm_debug_allocation_group(void) { return fm_load_relaxed(&allocation_group); }
+FM_EXPORT void fastmm_debug_break_on_allocation(uint32_t number) { fm_store_relaxed(&break_number, number); }
+
+/* For leaks.c: what a debug block records. */
+bool fm_debug_block_info(const void *outer, size_t *user_size, uint32_t *number, const uintptr_t **trace,
+                         unsigned *depth)
+{
+    const debug_header_t *h = outer;
+    if (!(*fm_flags_of(outer) & FM_FLAG_DEBUG_INFO) || !header_ok(h) || h->flags != FLAGS_IN_USE)
+        return false;
+    *user_size = h->user_size;
+    *number = h->allocation_number;
+    *trace = (const uintptr_t *)trace_at(h, false);
+    *depth = h->stack_depth;
+    return true;
+}
+
+void fm_debug_report_leak_block(fm_report_t *r, const void *outer) { report_block(r, outer, true); }
+
+FM_EXPORT size_t fastmm_debug_scan(void)
+{
+    fm_ensure_init();
+    return fm_medium_visit_debug_blocks(fm_debug_scan_block) + fm_large_visit_debug_blocks(fm_debug_scan_block);
+}

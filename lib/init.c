@@ -1,0 +1,92 @@
+/*
+ * init.c - start-up order, fork handlers and exit-time work.
+ *
+ * Initialization runs on the first allocation, from whichever thread makes it, with no call that
+ * could allocate before the heap is ready. Only then are the fork handlers registered, because
+ * pthread_atfork itself may allocate (which is then served normally).
+ */
+#include "internal.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+
+static fm_lock_t init_lock;
+static bool atfork_registered;
+/* Where the exit-time report goes. Many programs close standard error before exiting (gnulib's
+ * close_stdout does), so with FASTMM5_STATS a private duplicate is kept from start-up. */
+static int report_fd = 2;
+
+/* fork(): hold every lock across the fork so the child never inherits one held by a thread that
+ * does not exist there. Small managers first: a thread holding a small lock may be waiting for a
+ * medium one (a new span), never the other way round. */
+static void before_fork(void)
+{
+    fm_event_lock();
+    fm_small_lock_all();
+    fm_medium_lock_all();
+    fm_large_lock_all();
+}
+
+static void after_fork(void)
+{
+    fm_large_unlock_all();
+    fm_medium_unlock_all();
+    fm_small_unlock_all();
+    fm_event_unlock();
+}
+
+void fm_init_once(void)
+{
+    fm_lock_wait(&init_lock);
+    if (!fm_load_relaxed(&fm_ready)) {
+        fm_options_init();
+        fm_sizeclass_init();
+        fm_small_init();
+        fm_kernels_init(fm_options.disable_asm);
+        fm_tcache_init();
+        fm_debug_init();
+        fm_store_release(&fm_ready, true);
+        fm_tcache_init_key();
+    }
+    fm_lock_release(&init_lock);
+    if (!fm_load_acquire(&atfork_registered)) {
+        fm_store_release(&atfork_registered, true);
+        pthread_atfork(before_fork, after_fork, after_fork);
+    }
+}
+
+/* Applies the options that switch modes, once they have been read. */
+static void apply_start_options(void)
+{
+    static bool applied;
+    if (applied || !fm_options_init())
+        return;
+    applied = true;
+    if (fm_options.debug_at_start)
+        fastmm_debug_enter();
+}
+
+/* The environment may not have existed at the first allocation: read the options now. */
+__attribute__((constructor)) static void at_load(void)
+{
+    fm_ensure_init();
+    apply_start_options();
+    if (fm_options.stats_at_exit) {
+        int fd = fcntl(2, F_DUPFD_CLOEXEC, 100);
+        if (fd >= 0)
+            report_fd = fd;
+    }
+}
+
+__attribute__((destructor)) static void at_exit(void)
+{
+    if (fm_options.report_leaks) {
+        fm_tcache_flush_current();
+        fm_leak_check_at_exit();
+    }
+    if (fm_options.stats_at_exit) {
+        fm_tcache_flush_current();
+        fastmm_process_pending_frees();
+        fastmm_write_usage_report(report_fd);
+    }
+}

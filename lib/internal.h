@@ -1,0 +1,206 @@
+/*
+ * internal.h - the one include of every lib/ C file: the layer headers, then every function that
+ * crosses files (fm_<module>_*), grouped by the file that defines it. All of it is hidden.
+ *
+ * The library is compiled with -fvisibility=hidden: only FM_EXPORT names leave the .so.
+ *
+ * Layers (a layer calls only its own or lower ones):
+ *   os, sync, kernels -> pagemap, sizeclass, options, eventlog -> small, medium, large
+ *   -> realloc, api, usage -> init, override
+ */
+#ifndef FM_INTERNAL_H
+#define FM_INTERNAL_H
+
+#ifdef HAVE_CONFIG_H
+#include <config.h>
+#endif
+
+#include "base.h"
+#include "sync.h"
+#include "os.h"
+#include "layout.h"
+#include "kernels.h"
+
+#include <fastmm5.h>
+
+/* ---- pagemap.c: which OS region owns an address (fails closed) ---- */
+#define FM_REGION_MEDIUM_SPAN 1u
+#define FM_REGION_LARGE 2u
+#define FM_REGION_TYPE_MASK 63u
+bool fm_pagemap_register(const void *base, size_t size, const void *owner, unsigned type);
+void fm_pagemap_unregister(const void *base, size_t size);
+uintptr_t fm_pagemap_lookup(const void *p); /* owner | type, or 0 */
+size_t fm_pagemap_bytes(void);
+
+/* ---- sizeclass.c: FastMM5's small classes and medium bins ---- */
+extern const uint16_t fm_small_class_sizes[FM_SMALL_CLASS_COUNT];
+extern uint8_t fm_small_lookup[FM_SMALL_LOOKUP_SIZE];
+void fm_sizeclass_init(void);
+FM_INLINE unsigned fm_small_class_of(size_t size)
+{
+    return fm_small_lookup[(size + 1) >> FM_SMALL_GRANULARITY_SHIFT];
+}
+unsigned fm_medium_bin_of(size_t block_size);     /* bin whose size is <= block_size */
+size_t fm_medium_bin_size(unsigned bin);
+size_t fm_medium_round_request(size_t user_size); /* block size for a request: next bin size */
+
+/* ---- options.c: run-time settings from FASTMM5_* ---- */
+typedef enum { FM_STRATEGY_SPEED, FM_STRATEGY_BALANCED, FM_STRATEGY_LOW_MEMORY } fm_strategy_t;
+typedef struct fm_options {
+    fm_strategy_t strategy;
+    bool stats_at_exit;
+    bool verbose;
+    bool disable_asm;
+    bool debug_at_start;
+    bool report_leaks;
+} fm_options_t;
+extern fm_options_t fm_options;
+bool fm_options_init(void);
+size_t fm_options_medium_span_size(void);
+
+/* ---- eventlog.c: reports to standard error / the log file / the handler ---- */
+typedef struct fm_report {
+    char *buf;
+    size_t len, cap;
+} fm_report_t;
+void fm_report_str(fm_report_t *r, const char *s);
+void fm_report_hex(fm_report_t *r, uintptr_t v);
+void fm_report_dec(fm_report_t *r, uint64_t v);
+void fm_report_dump(fm_report_t *r, const void *p, size_t n);
+/* Writes the report, calls the handler, then aborts unless the action is "continue". */
+void fm_event_raise(fastmm_event_type_t type, const void *block, size_t size, uint32_t allocation_number,
+                    fm_report_t *r);
+void fm_event_invalid_pointer(const char *operation, const void *p, const char *why);
+bool fm_event_set_log_path(const char *path);
+void fm_report_begin(fm_report_t *r); /* takes the report lock; fm_event_raise or fm_report_end drops it */
+void fm_report_end(fm_report_t *r);
+void fm_event_lock(void);
+void fm_event_unlock(void);
+
+typedef struct fm_usage_detail {
+    size_t small_used_blocks, small_used_bytes, small_span_bytes;
+    size_t medium_used_blocks, medium_used_bytes, medium_free_bytes, medium_span_bytes;
+    size_t large_blocks, large_used_bytes, large_mapped_bytes;
+} fm_usage_detail_t;
+/* ---- small.c ---- */
+extern fm_small_manager_t fm_small_managers[FM_SMALL_ARENAS][FM_SMALL_CLASS_COUNT];
+void fm_small_init(void);
+void *fm_small_alloc(unsigned class_index);
+void fm_small_free(void *p, fm_small_span_t *span);
+unsigned fm_small_alloc_batch(unsigned class_index, void **chain, unsigned want);
+void fm_small_free_chain(void *chain); /* blocks already flagged FREE */
+bool fm_small_validate(const void *p, fm_medium_span_t *medium_span, fm_small_span_t **span_out);
+FM_INLINE size_t fm_small_usable(const fm_small_span_t *span) { return (size_t)span->manager->block_size - 2u; }
+bool fm_small_drain_all(void);
+void fm_small_trim(void);
+void fm_small_lock_all(void);
+void fm_small_unlock_all(void);
+uint64_t fm_small_contention(void);
+uint64_t fm_small_served(void);
+uint32_t fm_small_unfed_blocks(const fm_small_manager_t *m, const fm_small_span_t *s);
+extern bool fm_small_keep_empty_spans;
+
+/* ---- tcache.c: per-thread cache of free small blocks ---- */
+typedef struct fm_tcache_bin {
+    void *head; /* blocks linked through their first word, flagged FREE */
+    unsigned count;
+} fm_tcache_bin_t;
+typedef struct fm_tcache {
+    fm_tcache_bin_t bins[FM_SMALL_CLASS_COUNT];
+} fm_tcache_t;
+extern __thread fm_tcache_t *fm_tcache_current __attribute__((tls_model("initial-exec")));
+extern uint16_t fm_tcache_limits[FM_SMALL_CLASS_COUNT];
+void fm_tcache_init(void);
+void fm_tcache_init_key(void);
+void *fm_tcache_refill(unsigned class_index);
+void fm_tcache_overflow(fm_tcache_t *tc, unsigned class_index);
+void fm_tcache_flush_current(void);
+#define FM_TCACHE_USABLE(tc) ((uintptr_t)(tc) > 1u)
+
+/* ---- medium.c ---- */
+extern fm_medium_manager_t fm_medium_managers[FM_MEDIUM_ARENAS];
+void *fm_medium_alloc(size_t block_size, bool small_span);
+void *fm_medium_alloc_aligned(size_t block_size, size_t alignment);
+void fm_medium_free(void *p);
+bool fm_medium_validate(const void *p, fm_medium_span_t *span);
+bool fm_medium_try_resize_in_place(void *p, size_t min_block, size_t want_block);
+void fm_medium_collect(fm_usage_detail_t *d);
+void fm_medium_shrink(void *p, size_t new_block_size);
+bool fm_medium_drain_all(void);
+extern bool fm_medium_never_merge; /* debug option FASTMM_DEBUG_NEVER_MERGE_FREE_MEDIUM_BLOCKS */
+/* Calls visit(outer, freed) for every block carrying DEBUG_INFO in medium spans (small blocks
+ * included) and, from large.c, large blocks; returns how many visits returned true. */
+size_t fm_medium_visit_debug_blocks(bool (*visit)(const void *outer, bool freed));
+/* Calls visit(user pointer, usable size) for every in-use block. */
+void fm_medium_visit_used(void (*visit)(void *block, size_t usable, void *arg), void *arg);
+void fm_medium_trim(void);
+void fm_medium_lock_all(void);
+void fm_medium_unlock_all(void);
+uint64_t fm_medium_contention(void);
+
+/* ---- large.c ---- */
+extern fm_large_manager_t fm_large_managers[FM_LARGE_ARENAS];
+void *fm_large_alloc(size_t size, size_t alignment);
+void fm_large_free(void *p);
+bool fm_large_validate(const void *p, fm_large_header_t *h);
+void *fm_large_resize(void *p, size_t new_size); /* in place or by page move; NULL if impossible */
+bool fm_large_drain_all(void);
+void fm_large_lock_all(void);
+void fm_large_unlock_all(void);
+uint64_t fm_large_contention(void);
+void fm_large_collect(fm_usage_detail_t *d);
+size_t fm_large_visit_debug_blocks(bool (*visit)(const void *outer, bool freed));
+void fm_large_visit_used(void (*visit)(void *block, size_t usable, void *arg), void *arg);
+
+/* ---- api.c: classification shared by free, realloc and usable_size ---- */
+typedef enum { FM_BLOCK_INVALID, FM_BLOCK_SMALL, FM_BLOCK_MEDIUM, FM_BLOCK_LARGE } fm_block_kind_t;
+typedef struct fm_block_ref {
+    fm_block_kind_t kind;
+    void *owner; /* small: its fm_small_span_t; large: its header; medium: its span */
+    const char *why; /* INVALID: the reason, for the report */
+} fm_block_ref_t;
+fm_block_ref_t fm_block_classify(const void *p);
+size_t fm_block_usable(const void *p, fm_block_ref_t ref);
+bool fm_block_mark_free(void *p); /* in use -> free, atomically; false if it was already free */
+void *fm_alloc(size_t size);
+void *fm_alloc_uncached(size_t size);
+void *fm_alloc_aligned(size_t alignment, size_t size);
+void fm_free_classified(void *p, fm_block_ref_t ref);
+void fm_ensure_init(void);
+extern bool fm_ready;
+
+/* ---- stacktrace.c ---- */
+void fm_stack_init(void);
+void fm_stack_capture(uintptr_t *out, unsigned depth);
+void fm_stack_format(fm_report_t *r, const uintptr_t *trace, unsigned depth);
+
+/* ---- debug.c: FastMM5's debug mode ---- */
+#define FM_DEBUG_FILL_ALLOCATED 0x90
+extern bool fm_debug_on;
+void fm_debug_init(void);
+void *fm_debug_alloc(size_t size, int fill); /* fill: 0x90, 0 (calloc) or -1 (none) */
+bool fm_debug_classify(const void *p, fm_block_ref_t *outer_ref);
+void fm_debug_free_or_report(void *p, fm_block_ref_t plain_ref);
+void *fm_debug_realloc_or_report(void *p, fm_block_ref_t plain_ref, size_t size);
+void *fm_debug_realloc_plain(void *p, fm_block_ref_t ref, size_t size);
+size_t fm_debug_usable_or_report(const void *p, fm_block_ref_t plain_ref);
+bool fm_debug_check_reuse(void *outer);
+bool fm_debug_freed_block_intact(const void *outer);
+bool fm_debug_scan_block(const void *outer, bool freed);
+bool fm_debug_block_info(const void *outer, size_t *user_size, uint32_t *number, const uintptr_t **trace,
+                         unsigned *depth);
+void fm_debug_report_leak_block(fm_report_t *r, const void *outer);
+
+/* ---- leaks.c ---- */
+size_t fm_leak_check_at_exit(void);
+
+/* ---- realloc.c ---- */
+void *fm_realloc(void *p, size_t size);
+
+/* ---- usage.c ---- */
+void fm_usage_collect(fm_usage_detail_t *d);
+
+/* ---- init.c ---- */
+void fm_init_once(void);
+
+#endif

@@ -1,0 +1,685 @@
+/*
+ * medium.c - the medium block manager: blocks of 2880 .. 558912 bytes carved from OS spans, kept
+ * in 1024 size bins with a two-level bitmap, coalesced with both neighbours on free, and a span
+ * given back to the OS when all of it is free (FastMM5's design, facts sections 2.4, 2.9, 11.3-4).
+ *
+ * Small-block spans are medium blocks too (is_small_span in their header).
+ *
+ * Every manager field and every header inside an arena's spans changes only under that arena's
+ * lock, except `pending`, the lock-free stack of frees that found the lock taken.
+ * Free blocks are told apart from in-use ones by the span's in-use bitmap, not by their flag
+ * word: a block on the pending stack carries FREE already but is not yet free space.
+ */
+#include "internal.h"
+
+fm_medium_manager_t fm_medium_managers[FM_MEDIUM_ARENAS];
+static uint64_t contention;
+bool fm_medium_never_merge;
+
+/* ---- the span's in-use bitmap (written under the lock, read by free() without it) ---- */
+
+FM_INLINE size_t unit_of(const fm_medium_span_t *span, const void *p)
+{
+    return (size_t)((uintptr_t)p - (uintptr_t)span) / 64u;
+}
+
+static bool is_used(const fm_medium_span_t *span, const void *p)
+{
+    size_t u = unit_of(span, p);
+    return (fm_load_relaxed(&span->in_use_bits[u / 64]) >> (u % 64)) & 1u;
+}
+
+static void set_used(fm_medium_span_t *span, const void *p, bool used)
+{
+    size_t u = unit_of(span, p);
+    uint64_t *word = &span->in_use_bits[u / 64];
+    uint64_t bit = (uint64_t)1 << (u % 64);
+    fm_store_relaxed(word, used ? (*word | bit) : (*word & ~bit));
+    span->used_blocks += used ? 1u : (uint32_t)-1;
+}
+
+static void set_header(fm_medium_span_t *span, void *p, size_t size, uint16_t flags, uint8_t prev_free)
+{
+    fm_medium_header_t *h = fm_medium_header_of(p);
+    h->size64 = (uint16_t)(size / 64u);
+    h->span_offset64 = (uint16_t)unit_of(span, p);
+    h->prev_free = prev_free;
+    h->is_small_span = 0;
+    h->flags = flags;
+}
+
+FM_INLINE bool is_sentinel(const void *p) { return fm_medium_header_of(p)->size64 == 0; }
+
+/* ---- bins ---- */
+
+static void bin_insert(fm_medium_manager_t *m, void *p, size_t size)
+{
+    unsigned bin = fm_medium_bin_of(size);
+    fm_medium_free_links_t *b = p, *head = m->bins[bin];
+    b->next = head;
+    b->prev = NULL;
+    if (head != NULL) {
+        head->prev = b;
+    } else {
+        m->bin_bitmaps[bin / 32] |= 1u << (bin % 32);
+        m->group_bitmap |= 1u << (bin / 32);
+    }
+    m->bins[bin] = b;
+}
+
+static void bin_remove(fm_medium_manager_t *m, void *p, size_t size)
+{
+    unsigned bin = fm_medium_bin_of(size);
+    fm_medium_free_links_t *b = p;
+    if (b->prev != NULL)
+        b->prev->next = b->next;
+    else
+        m->bins[bin] = b->next;
+    if (b->next != NULL)
+        b->next->prev = b->prev;
+    if (m->bins[bin] == NULL) {
+        m->bin_bitmaps[bin / 32] &= ~(1u << (bin % 32));
+        if (m->bin_bitmaps[bin / 32] == 0)
+            m->group_bitmap &= ~(1u << (bin / 32));
+    }
+}
+
+/* The first bin whose every block is at least `size`: round the size up to a bin boundary. */
+static unsigned min_bin_for(size_t size)
+{
+    if (size <= FM_MEDIUM_MIN_BLOCK)
+        return 0;
+    unsigned bin = fm_medium_bin_of(size);
+    return fm_medium_bin_size(bin) < size ? bin + 1 : bin;
+}
+
+/* Smallest non-empty bin >= min_bin ("good fit"), or NULL. */
+static void *bin_find(const fm_medium_manager_t *m, unsigned min_bin)
+{
+    if (min_bin >= FM_MEDIUM_BIN_COUNT)
+        return NULL;
+    unsigned group = min_bin / 32;
+    uint32_t bits = m->bin_bitmaps[group] & (~0u << (min_bin % 32));
+    if (bits == 0) {
+        uint32_t groups = group + 1 < 32 ? m->group_bitmap & (~0u << (group + 1)) : 0;
+        if (groups == 0)
+            return NULL;
+        group = fm_ctz32(groups);
+        bits = m->bin_bitmaps[group];
+    }
+    return m->bins[group * 32 + fm_ctz32(bits)];
+}
+
+/* ---- spans ---- */
+
+static size_t first_block_offset(size_t span_size)
+{
+    /* header, one bit per 64 bytes, then room for the first block's 8-byte header */
+    return fm_align_up(64 + span_size / 512 + FM_MEDIUM_HEADER, 64);
+}
+
+static void release_span(fm_medium_manager_t *m, fm_medium_span_t *span)
+{
+    if (span->prev != NULL)
+        span->prev->next = span->next;
+    else
+        m->spans = span->next;
+    if (span->next != NULL)
+        span->next->prev = span->prev;
+    if (m->feed_span == span)
+        m->feed_span = NULL;
+    fm_pagemap_unregister(span, span->span_size);
+    fm_os_unmap(span, span->span_size);
+}
+
+/* FastMM5's anti-thrash rule: keep one empty span as a free block in the top bin while the
+ * feed is nearly used up, so the next large request needs no fresh mapping. */
+static bool keep_empty_span(const fm_medium_manager_t *m, const fm_medium_span_t *span)
+{
+    if (fm_options.strategy == FM_STRATEGY_LOW_MEMORY || span == m->feed_span)
+        return false;
+    size_t unfed = m->feed_span != NULL ? m->feed_offset - m->feed_span->first_block : 0;
+    return unfed < FM_MEDIUM_MAX_BLOCK && m->bins[FM_MEDIUM_BIN_COUNT - 1] == NULL;
+}
+
+/* A span with no block in use whose free blocks were not coalesced (debug mode's never-merge
+ * option): unbin every block and give the span back. This keeps debug mode's memory bounded. */
+static void release_uncoalesced_span(fm_medium_manager_t *m, fm_medium_span_t *span)
+{
+    for (size_t off = span->first_block; off < span->span_size;) {
+        char *p = (char *)span + off;
+        size_t size = fm_medium_block_size(p);
+        if (size >= FM_MEDIUM_MIN_BLOCK)
+            bin_remove(m, p, size);
+        off += size;
+    }
+    release_span(m, span);
+}
+
+/* Turns an in-use block into free space: merge with free neighbours, then bin it, or release
+ * the span if nothing else is left in it. A freed debug block keeps its DEBUG_INFO flag (its
+ * contents are checked when it is reused); with the never-merge option it is not merged
+ * backwards, nor forwards into another freed debug block (FastMM5 4.9). */
+static void free_locked(fm_medium_manager_t *m, void *p)
+{
+    fm_medium_span_t *span = fm_medium_span_of(p);
+    size_t size = fm_medium_block_size(p);
+    uint16_t debug_info = fm_medium_header_of(p)->flags & FM_FLAG_DEBUG_INFO;
+    bool no_merge = fm_load_relaxed(&fm_medium_never_merge);
+    set_used(span, p, false);
+
+    char *next = (char *)p + size;
+    if (!is_sentinel(next) && !is_used(span, next) &&
+        (!no_merge || !(fm_medium_header_of(next)->flags & FM_FLAG_DEBUG_INFO))) {
+        size_t next_size = fm_medium_block_size(next);
+        if (next_size >= FM_MEDIUM_MIN_BLOCK)
+            bin_remove(m, next, next_size);
+        size += next_size;
+    }
+    uint8_t prev_free = fm_medium_header_of(p)->prev_free;
+    if (prev_free && !no_merge) {
+        size_t prev_size = *(uint32_t *)((char *)p - 12);
+        p = (char *)p - prev_size;
+        if (prev_size >= FM_MEDIUM_MIN_BLOCK)
+            bin_remove(m, p, prev_size);
+        size += prev_size;
+        debug_info = fm_medium_header_of(p)->flags & FM_FLAG_DEBUG_INFO;
+        prev_free = 0;
+    }
+    if (size == span->span_size - span->first_block && !keep_empty_span(m, span)) {
+        release_span(m, span);
+        return;
+    }
+    set_header(span, p, size, (uint16_t)(FM_FLAG_MEDIUM | FM_FLAG_FREE | debug_info), prev_free);
+    *(uint32_t *)((char *)p + size - 12) = (uint32_t)size; /* boundary tag */
+    fm_medium_header_of((char *)p + size)->prev_free = 1;
+    if (size >= FM_MEDIUM_MIN_BLOCK)
+        bin_insert(m, p, size);
+    if (span->used_blocks == 0 && span != m->feed_span)
+        release_uncoalesced_span(m, span);
+}
+
+/* Cuts an in-use block down to `size`, freeing the tail (which merges with what follows). */
+static void split_tail_locked(fm_medium_manager_t *m, void *p, size_t size)
+{
+    size_t whole = fm_medium_block_size(p);
+    if (whole - size < 64)
+        return;
+    fm_medium_span_t *span = fm_medium_span_of(p);
+    fm_medium_header_of(p)->size64 = (uint16_t)(size / 64u);
+    char *tail = (char *)p + size;
+    set_header(span, tail, whole - size, FM_FLAG_MEDIUM, 0);
+    set_used(span, tail, true);
+    free_locked(m, tail);
+}
+
+static void drain_pending_locked(fm_medium_manager_t *m)
+{
+    for (void *b = fm_pending_take(&m->pending); b != NULL;) {
+        void *next = *(void **)b;
+        free_locked(m, b);
+        b = next;
+    }
+}
+
+/* A freed debug block about to be reused must be intact; a damaged one is kept in use forever
+ * (quarantined) and reported once the lock is dropped. */
+static bool vet_reuse_locked(fm_medium_manager_t *m, void *p)
+{
+    if (!(fm_medium_header_of(p)->flags & FM_FLAG_DEBUG_INFO))
+        return true;
+    if (fm_debug_freed_block_intact(p)) {
+        fm_medium_header_of(p)->flags &= (uint16_t)~FM_FLAG_DEBUG_INFO;
+        return true;
+    }
+    if (m->quarantine_count < sizeof m->quarantine / sizeof m->quarantine[0])
+        m->quarantine[m->quarantine_count++] = p;
+    return false;
+}
+
+static void *take_from_bins(fm_medium_manager_t *m, size_t size)
+{
+    for (;;) {
+        void *p = bin_find(m, min_bin_for(size));
+        if (p == NULL)
+            return NULL;
+        bin_remove(m, p, fm_medium_block_size(p));
+        fm_medium_span_t *span = fm_medium_span_of(p);
+        bool intact = vet_reuse_locked(m, p);
+        uint16_t debug_info = fm_medium_header_of(p)->flags & FM_FLAG_DEBUG_INFO;
+        set_header(span, p, fm_medium_block_size(p), (uint16_t)(FM_FLAG_MEDIUM | debug_info), 0);
+        set_used(span, p, true);
+        fm_medium_header_of((char *)p + fm_medium_block_size(p))->prev_free = 0;
+        if (intact) {
+            split_tail_locked(m, p, size);
+            return p;
+        }
+        /* quarantined: stays in use, never merged or reused */
+    }
+}
+
+/* Reuses the best fitting block of the pending stack and frees the others (FastMM5 1.1). */
+static void *take_from_pending(fm_medium_manager_t *m, size_t size)
+{
+    void *best = NULL;
+    for (void *b = fm_pending_take(&m->pending); b != NULL;) {
+        void *next = *(void **)b;
+        size_t bs = fm_medium_block_size(b);
+        if (bs >= size && (best == NULL || bs < fm_medium_block_size(best))) {
+            if (best != NULL)
+                free_locked(m, best);
+            best = b;
+        } else {
+            free_locked(m, b);
+        }
+        b = next;
+    }
+    if (best == NULL)
+        return NULL;
+    if (!vet_reuse_locked(m, best))
+        return NULL; /* quarantined: stays in use */
+    fm_medium_header_of(best)->flags = FM_FLAG_MEDIUM;
+    split_tail_locked(m, best, size);
+    return best;
+}
+
+static void *take_from_feed(fm_medium_manager_t *m, size_t size)
+{
+    fm_medium_span_t *span = m->feed_span;
+    if (span == NULL || m->feed_offset - span->first_block < size)
+        return NULL;
+    m->feed_offset -= (uint32_t)size;
+    void *p = (char *)span + m->feed_offset;
+    set_header(span, p, size, FM_FLAG_MEDIUM, 0);
+    set_used(span, p, true);
+    return p;
+}
+
+/* The unfed bottom of the old feed span becomes an ordinary free block. */
+static void retire_feed_locked(fm_medium_manager_t *m)
+{
+    fm_medium_span_t *span = m->feed_span;
+    m->feed_span = NULL;
+    if (span == NULL || m->feed_offset == span->first_block)
+        return;
+    void *p = (char *)span + span->first_block;
+    set_header(span, p, m->feed_offset - span->first_block, FM_FLAG_MEDIUM, 0);
+    set_used(span, p, true);
+    free_locked(m, p);
+}
+
+static void *take_from_new_span(fm_medium_manager_t *m, size_t size)
+{
+    size_t span_size = fm_options_medium_span_size();
+    size_t first = first_block_offset(span_size);
+    if (size > span_size - first)
+        return NULL;
+    fm_medium_span_t *span = fm_os_map(span_size);
+    if (span == NULL)
+        return NULL;
+    if (!fm_pagemap_register(span, span_size, span, FM_REGION_MEDIUM_SPAN)) {
+        fm_os_unmap(span, span_size);
+        return NULL;
+    }
+    retire_feed_locked(m);
+    span->manager = m;
+    span->span_size = (uint32_t)span_size;
+    span->first_block = (uint32_t)first;
+    fm_medium_header_t *sentinel = fm_medium_header_of((char *)span + span_size);
+    sentinel->size64 = 0; /* never free, never merged past */
+    sentinel->flags = FM_FLAG_MEDIUM;
+    span->prev = NULL;
+    span->next = m->spans;
+    if (m->spans != NULL)
+        m->spans->prev = span;
+    m->spans = span;
+    m->feed_span = span;
+    m->feed_offset = (uint32_t)span_size;
+    return take_from_feed(m, size);
+}
+
+/* ---- allocation: FastMM5's attempts across arenas ---- */
+
+static bool worth_locking(const fm_medium_manager_t *m, unsigned min_bin)
+{
+    if (fm_load_relaxed(&m->lock) != 0)
+        return false;
+    if (fm_load_relaxed(&m->pending) != NULL)
+        return true;
+    /* a racy peek at the bitmaps: a wrong guess only costs a lock */
+    uint32_t groups = fm_load_relaxed(&m->group_bitmap);
+    return min_bin < FM_MEDIUM_BIN_COUNT && (groups >> (min_bin / 32)) != 0;
+}
+
+/* Returns a locked arena's block, or NULL with *oom set if the OS refused memory. */
+static void *alloc_in_locked(fm_medium_manager_t *m, size_t size, bool may_map, bool *oom)
+{
+    void *p = take_from_pending(m, size);
+    if (p == NULL)
+        p = take_from_bins(m, size);
+    if (p == NULL && may_map) {
+        p = take_from_feed(m, size);
+        if (p == NULL) {
+            p = take_from_new_span(m, size);
+            *oom = p == NULL;
+        }
+    }
+    return p;
+}
+
+static fm_medium_manager_t *alloc_locked(size_t size, void **out)
+{
+    unsigned min_bin = min_bin_for(size);
+    bool oom = false;
+    for (;;) {
+        /* Attempt 1: an arena that already holds a fitting free block (touches no new memory). */
+        for (unsigned a = 0; a < FM_MEDIUM_ARENAS; a++) {
+            fm_medium_manager_t *m = &fm_medium_managers[a];
+            if (worth_locking(m, min_bin) && fm_lock_try(&m->lock)) {
+                if ((*out = alloc_in_locked(m, size, false, &oom)) != NULL)
+                    return m;
+                fm_lock_release(&m->lock);
+            }
+        }
+        /* Attempt 2: any unlocked arena, carving new space if it must. */
+        for (unsigned a = 0; a < FM_MEDIUM_ARENAS; a++) {
+            fm_medium_manager_t *m = &fm_medium_managers[a];
+            if (fm_lock_try(&m->lock)) {
+                if ((*out = alloc_in_locked(m, size, true, &oom)) != NULL)
+                    return m;
+                fm_lock_release(&m->lock);
+                if (oom)
+                    return NULL;
+            }
+        }
+        fm_add_relaxed(&contention, 1);
+        fm_os_yield();
+    }
+}
+
+static void report_quarantine_and_unlock(fm_medium_manager_t *m)
+{
+    void *found[sizeof m->quarantine / sizeof m->quarantine[0]];
+    unsigned n = m->quarantine_count;
+    for (unsigned i = 0; i < n; i++)
+        found[i] = m->quarantine[i];
+    m->quarantine_count = 0;
+    fm_lock_release(&m->lock);
+    for (unsigned i = 0; i < n; i++)
+        fm_debug_check_reuse(found[i]); /* reports it; the block stays in use, flagged */
+}
+
+void *fm_medium_alloc(size_t block_size, bool small_span)
+{
+    void *p;
+    fm_medium_manager_t *m = alloc_locked(block_size, &p);
+    if (m == NULL)
+        return NULL;
+    fm_medium_header_of(p)->is_small_span = small_span;
+    m->served++;
+    report_quarantine_and_unlock(m);
+    return p;
+}
+
+/* Alignments above 64: take a block with room to spare, then free the part before the aligned
+ * address and the part after the requested size. */
+void *fm_medium_alloc_aligned(size_t block_size, size_t alignment)
+{
+    void *p;
+    fm_medium_manager_t *m = alloc_locked(block_size + alignment - 64, &p);
+    if (m == NULL)
+        return NULL;
+    char *q = (char *)fm_align_up((uintptr_t)p, alignment);
+    if (q != (char *)p) {
+        fm_medium_span_t *span = fm_medium_span_of(p);
+        size_t whole = fm_medium_block_size(p);
+        size_t front = (size_t)(q - (char *)p);
+        set_header(span, q, whole - front, FM_FLAG_MEDIUM, 0);
+        set_used(span, q, true);
+        fm_medium_header_of(p)->size64 = (uint16_t)(front / 64u);
+        free_locked(m, p);
+    }
+    split_tail_locked(m, q, block_size);
+    fm_medium_header_of(q)->is_small_span = 0;
+    m->served++;
+    report_quarantine_and_unlock(m);
+    return q;
+}
+
+/* ---- free, validation, resizing ---- */
+
+void fm_medium_free(void *p)
+{
+    fm_medium_manager_t *m = fm_medium_span_of(p)->manager;
+    if (fm_lock_try(&m->lock)) {
+        free_locked(m, p);
+        drain_pending_locked(m);
+        fm_lock_release(&m->lock);
+    } else {
+        fm_pending_push(&m->pending, p); /* FastMM5: a free never waits */
+    }
+}
+
+/* p is an in-use medium block (or small span) of `span` only if its bitmap bit says a block
+ * starts there and its header agrees. */
+bool fm_medium_validate(const void *p, fm_medium_span_t *span)
+{
+    uintptr_t off = (uintptr_t)p - (uintptr_t)span;
+    if ((off & 63u) != 0 || off < span->first_block || off >= span->span_size || !is_used(span, p))
+        return false;
+    const fm_medium_header_t *h = fm_medium_header_of(p);
+    return h->span_offset64 == off / 64u && (h->flags & (FM_FLAG_MEDIUM | FM_FLAG_SMALL)) == FM_FLAG_MEDIUM;
+}
+
+/* Grows p into the free block after it (FastMM5 3.2): to want_block bytes if there is room, else
+ * to whatever fits if that is at least min_block. False if that is not possible right now. */
+bool fm_medium_try_resize_in_place(void *p, size_t min_block, size_t want_block)
+{
+    fm_medium_manager_t *m = fm_medium_span_of(p)->manager;
+    if (!fm_lock_try(&m->lock))
+        return false; /* never wait: a move is always possible */
+    fm_medium_span_t *span = fm_medium_span_of(p);
+    size_t size = fm_medium_block_size(p);
+    char *next = (char *)p + size;
+    bool ok = false;
+    if (!is_sentinel(next) && !is_used(span, next)) {
+        size_t next_size = fm_medium_block_size(next);
+        if (size + next_size >= min_block) {
+            if (next_size >= FM_MEDIUM_MIN_BLOCK)
+                bin_remove(m, next, next_size);
+            fm_medium_header_of(p)->size64 = (uint16_t)((size + next_size) / 64u);
+            fm_medium_header_of(next + next_size)->prev_free = 0;
+            split_tail_locked(m, p, want_block < size + next_size ? want_block : size + next_size);
+            ok = true;
+        }
+    }
+    fm_lock_release(&m->lock);
+    return ok;
+}
+
+void fm_medium_shrink(void *p, size_t new_block_size)
+{
+    fm_medium_manager_t *m = fm_medium_span_of(p)->manager;
+    fm_lock_wait(&m->lock);
+    split_tail_locked(m, p, new_block_size);
+    drain_pending_locked(m);
+    fm_lock_release(&m->lock);
+}
+
+/* Retires each feed span and releases every span that is entirely free, including the one
+ * FastMM5's rule keeps for reuse (malloc_trim). */
+void fm_medium_trim(void)
+{
+    for (unsigned a = 0; a < FM_MEDIUM_ARENAS; a++) {
+        fm_medium_manager_t *m = &fm_medium_managers[a];
+        fm_lock_wait(&m->lock);
+        drain_pending_locked(m);
+        retire_feed_locked(m);
+        fm_medium_span_t *span = m->spans;
+        while (span != NULL) {
+            fm_medium_span_t *next = span->next;
+            char *first = (char *)span + span->first_block;
+            if (!is_used(span, first) && fm_medium_block_size(first) == span->span_size - span->first_block) {
+                bin_remove(m, first, fm_medium_block_size(first));
+                release_span(m, span);
+            }
+            span = next;
+        }
+        fm_lock_release(&m->lock);
+    }
+}
+
+bool fm_medium_drain_all(void)
+{
+    bool all = true;
+    for (unsigned a = 0; a < FM_MEDIUM_ARENAS; a++) {
+        fm_medium_manager_t *m = &fm_medium_managers[a];
+        if (fm_load_relaxed(&m->pending) == NULL)
+            continue;
+        if (fm_lock_try(&m->lock)) {
+            drain_pending_locked(m);
+            fm_lock_release(&m->lock);
+        } else {
+            all = false;
+        }
+    }
+    return all;
+}
+
+void fm_medium_lock_all(void)
+{
+    for (unsigned a = 0; a < FM_MEDIUM_ARENAS; a++)
+        fm_lock_wait(&fm_medium_managers[a].lock);
+}
+
+void fm_medium_unlock_all(void)
+{
+    for (unsigned a = 0; a < FM_MEDIUM_ARENAS; a++)
+        fm_lock_release(&fm_medium_managers[a].lock);
+}
+
+uint64_t fm_medium_contention(void) { return fm_load_relaxed(&contention); }
+
+/* ---- statistics: one pass over every span, each arena locked in turn ---- */
+
+static void collect_block(fm_usage_detail_t *d, const fm_medium_span_t *span, const char *p, size_t size)
+{
+    if (!is_used(span, p)) {
+        d->medium_free_bytes += size;
+        return;
+    }
+    const fm_medium_header_t *h = fm_medium_header_of(p);
+    if (!h->is_small_span) {
+        d->medium_used_blocks++;
+        d->medium_used_bytes += size - FM_MEDIUM_HEADER;
+        return;
+    }
+    /* a small span: the small manager's counters are read without its lock (approximate) */
+    const fm_small_span_t *s = (const fm_small_span_t *)p;
+    const fm_small_manager_t *sm = s->manager;
+    size_t used = fm_load_relaxed(&s->blocks_in_use) - fm_small_unfed_blocks(sm, s);
+    d->small_used_blocks += used;
+    d->small_used_bytes += used * ((size_t)sm->block_size - 2u);
+    d->small_span_bytes += size;
+}
+
+void fm_medium_collect(fm_usage_detail_t *d)
+{
+    for (unsigned a = 0; a < FM_MEDIUM_ARENAS; a++) {
+        fm_medium_manager_t *m = &fm_medium_managers[a];
+        fm_lock_wait(&m->lock);
+        for (const fm_medium_span_t *span = m->spans; span != NULL; span = span->next) {
+            d->medium_span_bytes += span->span_size;
+            size_t off = span == m->feed_span ? m->feed_offset : span->first_block;
+            if (span == m->feed_span)
+                d->medium_free_bytes += off - span->first_block; /* not yet carved */
+            while (off < span->span_size) {
+                const char *p = (const char *)span + off;
+                size_t size = fm_medium_block_size(p);
+                collect_block(d, span, p, size);
+                off += size;
+            }
+        }
+        fm_lock_release(&m->lock);
+    }
+}
+
+/* ---- walks for the debug scan and the leak check (each arena locked in turn; a small span's
+ * manager is locked while its blocks are read) ---- */
+
+typedef void (*block_visit_t)(void *outer, uint16_t flags, size_t usable, void *arg);
+
+static void walk_small_span(fm_small_span_t *s, block_visit_t visit, void *arg)
+{
+    fm_small_manager_t *sm = s->manager;
+    fm_lock_wait(&sm->lock);
+    uint32_t unfed = fm_small_unfed_blocks(sm, s);
+    for (uint32_t i = unfed; i < s->total_blocks; i++) {
+        char *b = (char *)s + FM_SMALL_SPAN_HEADER + (size_t)i * sm->block_size;
+        visit(b, fm_load_relaxed(fm_flags_of(b)), (size_t)sm->block_size - 2u, arg);
+    }
+    fm_lock_release(&sm->lock);
+}
+
+/* Visits every block of every medium span: in-use ones with their flags, free ones with FREE. */
+static void walk_medium(block_visit_t visit, void *arg)
+{
+    for (unsigned a = 0; a < FM_MEDIUM_ARENAS; a++) {
+        fm_medium_manager_t *m = &fm_medium_managers[a];
+        fm_lock_wait(&m->lock);
+        for (fm_medium_span_t *span = m->spans; span != NULL; span = span->next) {
+            size_t off = span == m->feed_span ? m->feed_offset : span->first_block;
+            while (off < span->span_size) {
+                char *p = (char *)span + off;
+                fm_medium_header_t *h = fm_medium_header_of(p);
+                size_t size = fm_medium_block_size(p);
+                if (!is_used(span, p))
+                    visit(p, (uint16_t)(h->flags | FM_FLAG_FREE), size - FM_MEDIUM_HEADER, arg);
+                else if (h->is_small_span)
+                    walk_small_span((fm_small_span_t *)p, visit, arg);
+                else
+                    visit(p, h->flags, size - FM_MEDIUM_HEADER, arg);
+                off += size;
+            }
+        }
+        fm_lock_release(&m->lock);
+    }
+}
+
+typedef struct debug_visit {
+    bool (*check)(const void *outer, bool freed);
+    size_t corrupt;
+} debug_visit_t;
+
+static void visit_debug(void *outer, uint16_t flags, size_t usable, void *arg)
+{
+    (void)usable;
+    debug_visit_t *v = arg;
+    if (flags & FM_FLAG_DEBUG_INFO)
+        v->corrupt += v->check(outer, (flags & FM_FLAG_FREE) != 0);
+}
+
+size_t fm_medium_visit_debug_blocks(bool (*check)(const void *outer, bool freed))
+{
+    debug_visit_t v = {check, 0};
+    walk_medium(visit_debug, &v);
+    return v.corrupt;
+}
+
+typedef struct used_visit {
+    void (*visit)(void *block, size_t usable, void *arg);
+    void *arg;
+} used_visit_t;
+
+static void visit_used(void *outer, uint16_t flags, size_t usable, void *arg)
+{
+    used_visit_t *v = arg;
+    if (!(flags & FM_FLAG_FREE))
+        v->visit(outer, usable, v->arg);
+}
+
+void fm_medium_visit_used(void (*visit)(void *block, size_t usable, void *arg), void *arg)
+{
+    used_visit_t v = {visit, arg};
+    walk_medium(visit_used, &v);
+}

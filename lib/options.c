@@ -1,0 +1,180 @@
+/*
+ * options.c - the run-time settings and the FASTMM5_* environment variables that set them.
+ *
+ * The environment is read at initialization without allocating (fm_os_getenv walks `environ`).
+ * The first allocation can come before the C library has set `environ` up (the dynamic loader
+ * allocates early), so init.c reads the options once more from a constructor.
+ * An unknown FASTMM5_ name or a bad value gets one warning on standard error, never a failure.
+ */
+#include "internal.h"
+
+extern char **environ;
+
+fm_options_t fm_options = {.strategy = FM_STRATEGY_BALANCED};
+
+/* Every name the library knows. Planned names are accepted and reported as not yet available. */
+static const char *const known_names[] = {
+    "FASTMM5_STATS", "FASTMM5_ON_ERROR", "FASTMM5_LOG", "FASTMM5_STRATEGY", "FASTMM5_VERBOSE",
+    "FASTMM5_DEBUG", "FASTMM5_STACK_DEPTH", "FASTMM5_REPORT_LEAKS", "FASTMM5_DISABLE_ASM",
+};
+static const char *const planned_names[] = {""};
+
+static bool str_eq(const char *a, const char *b)
+{
+    while (*a != '\0' && *a == *b)
+        a++, b++;
+    return *a == *b;
+}
+
+/* Compares the NAME part of an environment entry "NAME=value" with a name. */
+static bool entry_is(const char *entry, const char *name)
+{
+    while (*name != '\0' && *entry == *name)
+        entry++, name++;
+    return *name == '\0' && *entry == '=';
+}
+
+static void warn(const char *name, const char *value, const char *problem)
+{
+    fm_report_t r;
+    char buf[512];
+    r.buf = buf;
+    r.cap = sizeof buf;
+    r.len = 0;
+    buf[0] = '\0';
+    fm_report_str(&r, "libfastmm5: warning: ");
+    fm_report_str(&r, name);
+    if (value != NULL) {
+        fm_report_str(&r, "=");
+        fm_report_str(&r, value);
+    }
+    fm_report_str(&r, ": ");
+    fm_report_str(&r, problem);
+    fm_report_str(&r, "\n");
+    fm_os_write_all(2, r.buf, r.len);
+}
+
+static bool parse_bool(const char *name, const char *v, bool *out)
+{
+    if (v == NULL)
+        return false;
+    if (str_eq(v, "1") || str_eq(v, "yes") || str_eq(v, "true") || str_eq(v, "on"))
+        *out = true;
+    else if (str_eq(v, "0") || str_eq(v, "no") || str_eq(v, "false") || str_eq(v, "off") || str_eq(v, ""))
+        *out = false;
+    else {
+        warn(name, v, "expected 1 or 0; ignored");
+        return false;
+    }
+    return true;
+}
+
+static bool starts_with(const char *s, const char *prefix)
+{
+    while (*prefix != '\0' && *s == *prefix)
+        s++, prefix++;
+    return *prefix == '\0';
+}
+
+static void check_unknown_names(void)
+{
+    for (char **e = environ; e != NULL && *e != NULL; e++) {
+        if (!starts_with(*e, "FASTMM5_"))
+            continue;
+        bool known = false;
+        for (size_t i = 0; i < sizeof known_names / sizeof known_names[0]; i++)
+            known = known || entry_is(*e, known_names[i]);
+        char name[64];
+        size_t n = 0;
+        while ((*e)[n] != '=' && (*e)[n] != '\0' && n + 1 < sizeof name)
+            name[n] = (*e)[n], n++;
+        name[n] = '\0';
+        if (!known)
+            warn(name, NULL, "unknown libfastmm5 option; ignored");
+        for (size_t i = 0; i < sizeof planned_names / sizeof planned_names[0]; i++)
+            if (planned_names[i][0] != '\0' && entry_is(*e, planned_names[i]))
+                warn(name, NULL, "not available in this version of libfastmm5 yet; ignored");
+    }
+}
+
+static void read_strategy(void)
+{
+    const char *v = fm_os_getenv("FASTMM5_STRATEGY");
+    if (v == NULL)
+        return;
+    if (str_eq(v, "speed"))
+        fm_options.strategy = FM_STRATEGY_SPEED;
+    else if (str_eq(v, "balanced"))
+        fm_options.strategy = FM_STRATEGY_BALANCED;
+    else if (str_eq(v, "low-memory"))
+        fm_options.strategy = FM_STRATEGY_LOW_MEMORY;
+    else
+        warn("FASTMM5_STRATEGY", v, "expected speed, balanced or low-memory; ignored");
+}
+
+static void read_error_action(void)
+{
+    const char *v = fm_os_getenv("FASTMM5_ON_ERROR");
+    if (v == NULL)
+        return;
+    if (str_eq(v, "abort"))
+        fastmm_set_error_action(FASTMM_ON_ERROR_ABORT);
+    else if (str_eq(v, "continue"))
+        fastmm_set_error_action(FASTMM_ON_ERROR_CONTINUE);
+    else
+        warn("FASTMM5_ON_ERROR", v, "expected abort or continue; ignored");
+}
+
+static void read_stack_depth(void)
+{
+    const char *v = fm_os_getenv("FASTMM5_STACK_DEPTH");
+    if (v == NULL)
+        return;
+    unsigned n = 0;
+    const char *d = v;
+    while (*d >= '0' && *d <= '9' && n <= 64)
+        n = n * 10 + (unsigned)(*d++ - '0');
+    if (*d != '\0' || d == v || n > 64) {
+        warn("FASTMM5_STACK_DEPTH", v, "expected a number from 0 to 64; ignored");
+        return;
+    }
+    fastmm_debug_set_stack_depth(n);
+}
+
+static bool options_read;
+
+/* Returns false (and reads nothing) while the C library has not set the environment up yet. */
+bool fm_options_init(void)
+{
+    if (options_read)
+        return true;
+    if (environ == NULL)
+        return false;
+    options_read = true;
+    check_unknown_names();
+    read_strategy();
+    read_error_action();
+    parse_bool("FASTMM5_STATS", fm_os_getenv("FASTMM5_STATS"), &fm_options.stats_at_exit);
+    parse_bool("FASTMM5_VERBOSE", fm_os_getenv("FASTMM5_VERBOSE"), &fm_options.verbose);
+    parse_bool("FASTMM5_DISABLE_ASM", fm_os_getenv("FASTMM5_DISABLE_ASM"), &fm_options.disable_asm);
+    parse_bool("FASTMM5_DEBUG", fm_os_getenv("FASTMM5_DEBUG"), &fm_options.debug_at_start);
+    parse_bool("FASTMM5_REPORT_LEAKS", fm_os_getenv("FASTMM5_REPORT_LEAKS"), &fm_options.report_leaks);
+    read_stack_depth();
+    const char *log = fm_os_getenv("FASTMM5_LOG");
+    if (log != NULL && !fm_event_set_log_path(log))
+        warn("FASTMM5_LOG", log, "cannot open the file for appending; events go to standard error only");
+    return true;
+}
+
+/* FastMM5's medium span sizes per optimization strategy. */
+size_t fm_options_medium_span_size(void)
+{
+    switch (fm_options.strategy) {
+    case FM_STRATEGY_SPEED:
+        return (size_t)4 << 20;
+    case FM_STRATEGY_LOW_MEMORY:
+        return (size_t)3 << 19;
+    default:
+        return (size_t)3 << 20;
+    }
+}

@@ -1,0 +1,37 @@
+/*
+ * os.h - the operating-system contract. Everything the allocator needs from the kernel goes
+ * through these calls, none of which allocates: os_linux.c is the one implementation.
+ */
+#ifndef FM_OS_H
+#define FM_OS_H
+
+#include "base.h"
+
+/*
+ * Every region the allocator maps is aligned to and a multiple of FM_OS_CHUNK, so that one
+ * entry of the ownership map (pagemap.c) never has to describe two regions.
+ */
+#define FM_OS_CHUNK_SHIFT 16
+#define FM_OS_CHUNK ((size_t)1 << FM_OS_CHUNK_SHIFT)
+
+void *fm_os_map(size_t size);                     /* chunk-aligned, zeroed; NULL on failure */
+void fm_os_unmap(void *p, size_t size);
+bool fm_os_grow_in_place(void *p, size_t old_size, size_t new_size);
+void *fm_os_move(void *p, size_t old_size, size_t new_size); /* page move, chunk-aligned result */
+void fm_os_trim(void *p, size_t size);            /* drop the pages' contents (MADV_DONTNEED) */
+size_t fm_os_page_size(void);
+size_t fm_os_mapped_bytes(void);                  /* what fastmm_os_memory() reports */
+size_t fm_os_peak_mapped_bytes(void);
+/* 0 = unlimited. Over the limit a mapping fails, once after allowing a 32 MiB grace amount. */
+void fm_os_set_limit(size_t limit);
+size_t fm_os_limit(void);
+
+void fm_os_write_all(int fd, const char *buf, size_t len);
+int fm_os_open_append(const char *path);
+void fm_os_close(int fd);
+uint32_t fm_os_thread_id(void);
+uint64_t fm_os_time_ms(void);
+void fm_os_yield(void);
+const char *fm_os_getenv(const char *name);     /* no allocation; NULL in set-uid programs */
+
+#endif

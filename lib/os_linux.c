@@ -1,0 +1,207 @@
+/*
+ * os_linux.c - the OS contract of os.h on Linux: mmap/mremap/munmap, raw write(2), gettid,
+ * CLOCK_MONOTONIC and an environment lookup that never allocates.
+ */
+#define _GNU_SOURCE 1 /* mremap */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* The grace amount FastMM5 adds once when the usage limit is first hit (shutdown needs memory). */
+#define FM_LIMIT_GRACE ((size_t)32 << 20)
+
+static size_t mapped_bytes;
+static size_t peak_mapped_bytes;
+static size_t usage_limit;
+static bool limit_grace_used;
+
+static bool account_map(size_t size)
+{
+    size_t now = fm_add_relaxed(&mapped_bytes, size) + size;
+    size_t limit = fm_load_relaxed(&usage_limit);
+    if (limit != 0 && now > limit) {
+        if (!fm_load_relaxed(&limit_grace_used)) {
+            fm_store_relaxed(&limit_grace_used, true);
+            fm_add_relaxed(&usage_limit, FM_LIMIT_GRACE);
+        }
+        fm_sub_relaxed(&mapped_bytes, size);
+        return false;
+    }
+    size_t peak = fm_load_relaxed(&peak_mapped_bytes);
+    while (now > peak && !__atomic_compare_exchange_n(&peak_mapped_bytes, &peak, now, true,
+                                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+    return true;
+}
+
+static void *raw_map(void *hint, size_t size)
+{
+    void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* Maps `size` bytes at a chunk boundary. mmap only promises page alignment, so when the kernel's
+ * choice is off, map a chunk more and cut both ends. */
+static void *map_aligned(size_t size)
+{
+    char *p = raw_map(NULL, size);
+    if (p == NULL || ((uintptr_t)p & (FM_OS_CHUNK - 1)) == 0)
+        return p;
+    munmap(p, size);
+    p = raw_map(NULL, size + FM_OS_CHUNK);
+    if (p == NULL)
+        return NULL;
+    char *aligned = (char *)fm_align_up((uintptr_t)p, FM_OS_CHUNK);
+    if (aligned != p)
+        munmap(p, (size_t)(aligned - p));
+    size_t tail = (size_t)((p + size + FM_OS_CHUNK) - (aligned + size));
+    if (tail != 0)
+        munmap(aligned + size, tail);
+    return aligned;
+}
+
+void *fm_os_map(size_t size)
+{
+    if (!account_map(size)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    void *p = map_aligned(size);
+    if (p == NULL) {
+        fm_sub_relaxed(&mapped_bytes, size);
+        errno = ENOMEM;
+    }
+    return p;
+}
+
+void fm_os_unmap(void *p, size_t size)
+{
+    munmap(p, size);
+    fm_sub_relaxed(&mapped_bytes, size);
+}
+
+bool fm_os_grow_in_place(void *p, size_t old_size, size_t new_size)
+{
+    if (!account_map(new_size - old_size))
+        return false;
+    /* Without MREMAP_MAYMOVE the kernel grows the mapping only if the pages after it are free. */
+    if (mremap(p, old_size, new_size, 0) == MAP_FAILED) {
+        fm_sub_relaxed(&mapped_bytes, new_size - old_size);
+        return false;
+    }
+    return true;
+}
+
+void *fm_os_move(void *p, size_t old_size, size_t new_size)
+{
+    if (new_size > old_size && !account_map(new_size - old_size)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    /* Reserve a chunk-aligned target, then let the kernel move the page tables onto it: the
+     * contents travel without a copy. */
+    void *target = map_aligned(new_size);
+    void *moved = target == NULL ? MAP_FAILED
+                                 : mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, target);
+    if (moved == MAP_FAILED) {
+        if (target != NULL)
+            munmap(target, new_size);
+        if (new_size > old_size)
+            fm_sub_relaxed(&mapped_bytes, new_size - old_size);
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (new_size < old_size)
+        fm_sub_relaxed(&mapped_bytes, old_size - new_size);
+    return moved;
+}
+
+void fm_os_trim(void *p, size_t size) { madvise(p, size, MADV_DONTNEED); }
+
+size_t fm_os_page_size(void)
+{
+    static size_t page;
+    if (page == 0) {
+        size_t v = (size_t)getauxval(AT_PAGESZ);
+        page = v ? v : 4096;
+    }
+    return page;
+}
+
+size_t fm_os_mapped_bytes(void) { return fm_load_relaxed(&mapped_bytes); }
+size_t fm_os_peak_mapped_bytes(void) { return fm_load_relaxed(&peak_mapped_bytes); }
+void fm_os_set_limit(size_t limit)
+{
+    fm_store_relaxed(&limit_grace_used, false);
+    fm_store_relaxed(&usage_limit, limit);
+}
+size_t fm_os_limit(void) { return fm_load_relaxed(&usage_limit); }
+
+void fm_os_write_all(int fd, const char *buf, size_t len)
+{
+    int saved = errno;
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        buf += n;
+        len -= (size_t)n;
+    }
+    errno = saved;
+}
+
+int fm_os_open_append(const char *path)
+{
+    int saved = errno;
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    errno = saved;
+    return fd;
+}
+
+void fm_os_close(int fd)
+{
+    int saved = errno;
+    close(fd);
+    errno = saved;
+}
+
+uint32_t fm_os_thread_id(void) { return (uint32_t)syscall(SYS_gettid); }
+
+uint64_t fm_os_time_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void fm_os_yield(void) { sched_yield(); }
+
+const char *fm_os_getenv(const char *name)
+{
+    /* Options are ignored in set-uid and set-gid programs, as glibc ignores MALLOC_* there. */
+    if (getauxval(AT_SECURE))
+        return NULL;
+    size_t n = 0;
+    while (name[n] != '\0')
+        n++;
+    for (char **e = environ; e != NULL && *e != NULL; e++) {
+        const char *s = *e;
+        size_t i = 0;
+        while (i < n && s[i] == name[i])
+            i++;
+        if (i == n && s[n] == '=')
+            return s + n + 1;
+    }
+    return NULL;
+}

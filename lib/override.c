@@ -1,0 +1,124 @@
+/*
+ * override.c - the C library's allocation names, exported unversioned so that linking with
+ * -lfastmm5 or LD_PRELOAD makes libfastmm5 the process's allocator. Each is a thin wrapper over
+ * a fastmm_* entry point; the glibc statistics calls are answered from this heap.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <unistd.h>
+
+FM_EXPORT void *malloc(size_t size) { return fastmm_malloc(size); }
+FM_EXPORT void free(void *p) { fastmm_free(p); }
+FM_EXPORT void cfree(void *p) { fastmm_free(p); }
+FM_EXPORT void *calloc(size_t count, size_t size) { return fastmm_calloc(count, size); }
+FM_EXPORT void *realloc(void *p, size_t size) { return fastmm_realloc(p, size); }
+FM_EXPORT void *reallocarray(void *p, size_t count, size_t size) { return fastmm_reallocarray(p, count, size); }
+FM_EXPORT int posix_memalign(void **out, size_t alignment, size_t size)
+{
+    return fastmm_posix_memalign(out, alignment, size);
+}
+FM_EXPORT void *aligned_alloc(size_t alignment, size_t size) { return fastmm_aligned_alloc(alignment, size); }
+FM_EXPORT void *memalign(size_t alignment, size_t size) { return fastmm_memalign(alignment, size); }
+FM_EXPORT void *valloc(size_t size) { return fastmm_memalign(fm_os_page_size(), size); }
+FM_EXPORT void *pvalloc(size_t size)
+{
+    size_t page = fm_os_page_size();
+    if (size > (size_t)PTRDIFF_MAX - page) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return fastmm_memalign(page, size == 0 ? page : fm_align_up(size, page));
+}
+FM_EXPORT size_t malloc_usable_size(void *p) { return fastmm_usable_size(p); }
+
+/* glibc's internal names, which some programs and libraries call directly. */
+FM_EXPORT void *__libc_malloc(size_t size) { return fastmm_malloc(size); }
+FM_EXPORT void __libc_free(void *p) { fastmm_free(p); }
+FM_EXPORT void *__libc_calloc(size_t count, size_t size) { return fastmm_calloc(count, size); }
+FM_EXPORT void *__libc_realloc(void *p, size_t size) { return fastmm_realloc(p, size); }
+FM_EXPORT void *__libc_memalign(size_t alignment, size_t size) { return fastmm_memalign(alignment, size); }
+FM_EXPORT void *__libc_valloc(size_t size) { return valloc(size); }
+FM_EXPORT void *__libc_pvalloc(size_t size) { return pvalloc(size); }
+FM_EXPORT int __posix_memalign(void **out, size_t alignment, size_t size)
+{
+    return fastmm_posix_memalign(out, alignment, size);
+}
+
+/* ---- glibc statistics, answered from this heap ---- */
+
+FM_EXPORT struct mallinfo2 mallinfo2(void)
+{
+    fm_usage_detail_t d;
+    fm_usage_collect(&d);
+    struct mallinfo2 mi = {0};
+    mi.arena = d.medium_span_bytes;                 /* non-mmapped space: the medium spans */
+    mi.ordblks = d.medium_used_blocks;
+    mi.hblks = d.large_blocks;                      /* mmapped blocks: the large blocks */
+    mi.hblkhd = d.large_mapped_bytes;
+    mi.uordblks = d.small_used_bytes + d.medium_used_bytes;
+    mi.fordblks = mi.arena > mi.uordblks ? mi.arena - mi.uordblks : 0;
+    mi.keepcost = 0;
+    return mi;
+}
+
+FM_EXPORT void malloc_stats(void) { fastmm_write_usage_report(2); }
+
+FM_EXPORT int malloc_info(int options, FILE *fp)
+{
+    if (options != 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    fm_usage_detail_t d;
+    fm_usage_collect(&d);
+    fprintf(fp,
+            "<malloc version=\"1\" allocator=\"libfastmm5\">\n"
+            "<heap nr=\"0\">\n"
+            "<total type=\"small\" count=\"%zu\" size=\"%zu\"/>\n"
+            "<total type=\"medium\" count=\"%zu\" size=\"%zu\"/>\n"
+            "<total type=\"mmap\" count=\"%zu\" size=\"%zu\"/>\n"
+            "<system type=\"current\" size=\"%zu\"/>\n"
+            "<system type=\"max\" size=\"%zu\"/>\n"
+            "</heap>\n"
+            "</malloc>\n",
+            d.small_used_blocks, d.small_used_bytes, d.medium_used_blocks, d.medium_used_bytes, d.large_blocks,
+            d.large_used_bytes, fm_os_mapped_bytes(), fm_os_peak_mapped_bytes());
+    return 0;
+}
+
+/* Spans are released as soon as they empty, except feed spans and the one empty span FastMM5
+ * keeps per arena; trimming drains the pending frees and gives those back too. Returns 1 if OS
+ * memory went down. */
+FM_EXPORT int malloc_trim(size_t pad)
+{
+    (void)pad;
+    size_t before = fm_os_mapped_bytes();
+    fastmm_process_pending_frees();
+    fm_small_trim();
+    fm_medium_trim();
+    return fm_os_mapped_bytes() < before;
+}
+
+/* No glibc tuning parameter applies to this design: the known ones are accepted and ignored
+ * (return 1), anything else is refused (return 0), as glibc does. */
+FM_EXPORT int mallopt(int param, int value)
+{
+    (void)value;
+    switch (param) {
+    case M_MXFAST:
+    case M_TRIM_THRESHOLD:
+    case M_TOP_PAD:
+    case M_MMAP_THRESHOLD:
+    case M_MMAP_MAX:
+    case M_CHECK_ACTION:
+    case M_PERTURB:
+    case M_ARENA_TEST:
+    case M_ARENA_MAX:
+        return 1;
+    default:
+        return 0;
+    }
+}

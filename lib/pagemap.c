@@ -1,0 +1,85 @@
+/*
+ * pagemap.c - the ownership map: for every 64 KiB chunk of address space, the region of this
+ * heap that covers it (a medium span or a large block), or nothing.
+ *
+ * Why: free() must never trust the bytes before a pointer alone (FastMM5's FPC port learned this
+ * when foreign blocks' headers looked like its own). A pointer is ours only if its chunk maps to a
+ * region, and the region then checks the exact block position. Regions are chunk-aligned
+ * (os.h), so a chunk never belongs to two of them.
+ *
+ * Two levels: a static top table (BSS, touched lazily) of leaves mapped on first use. Leaves are
+ * never unmapped; one leaf covers 4 GiB of address space on 64-bit.
+ */
+#include "internal.h"
+
+#if UINTPTR_MAX > 0xffffffffu
+#define ADDRESS_BITS 48
+#else
+#define ADDRESS_BITS 32
+#endif
+#define LEAF_BITS 16
+#define TOP_BITS (ADDRESS_BITS - FM_OS_CHUNK_SHIFT - LEAF_BITS)
+#define LEAF_ENTRIES ((size_t)1 << LEAF_BITS)
+#define LEAF_BYTES (LEAF_ENTRIES * sizeof(uintptr_t))
+
+static uintptr_t *top[(size_t)1 << TOP_BITS];
+static size_t leaf_count;
+
+static uintptr_t *leaf_for(size_t chunk, bool create)
+{
+    size_t t = chunk >> LEAF_BITS;
+    uintptr_t *leaf = fm_load_acquire(&top[t]);
+    if (leaf != NULL || !create)
+        return leaf;
+    uintptr_t *fresh = fm_os_map(LEAF_BYTES);
+    if (fresh == NULL)
+        return NULL;
+    uintptr_t *expected = NULL;
+    if (!fm_cas_acq_rel(&top[t], &expected, fresh)) {
+        fm_os_unmap(fresh, LEAF_BYTES); /* another thread installed this leaf first */
+        return expected;
+    }
+    fm_add_relaxed(&leaf_count, 1);
+    return fresh;
+}
+
+bool fm_pagemap_register(const void *base, size_t size, const void *owner, unsigned type)
+{
+    size_t first = (uintptr_t)base >> FM_OS_CHUNK_SHIFT;
+    size_t last = ((uintptr_t)base + size - 1) >> FM_OS_CHUNK_SHIFT;
+    if ((last >> (TOP_BITS + LEAF_BITS)) != 0)
+        return false; /* beyond the mapped address range: refuse rather than mis-index */
+    uintptr_t entry = (uintptr_t)owner | type;
+    for (size_t c = first; c <= last; c++) {
+        uintptr_t *leaf = leaf_for(c, true);
+        if (leaf == NULL) {
+            if (c > first)
+                fm_pagemap_unregister(base, (c - first) << FM_OS_CHUNK_SHIFT);
+            return false;
+        }
+        fm_store_release(&leaf[c & (LEAF_ENTRIES - 1)], entry);
+    }
+    return true;
+}
+
+void fm_pagemap_unregister(const void *base, size_t size)
+{
+    size_t first = (uintptr_t)base >> FM_OS_CHUNK_SHIFT;
+    size_t last = ((uintptr_t)base + size - 1) >> FM_OS_CHUNK_SHIFT;
+    for (size_t c = first; c <= last; c++) {
+        uintptr_t *leaf = leaf_for(c, false);
+        if (leaf != NULL)
+            fm_store_release(&leaf[c & (LEAF_ENTRIES - 1)], 0);
+    }
+}
+
+uintptr_t fm_pagemap_lookup(const void *p)
+{
+    size_t chunk = (uintptr_t)p >> FM_OS_CHUNK_SHIFT;
+    if ((chunk >> (TOP_BITS + LEAF_BITS)) != 0)
+        return 0;
+    uintptr_t *leaf = leaf_for(chunk, false);
+    return leaf == NULL ? 0 : fm_load_acquire(&leaf[chunk & (LEAF_ENTRIES - 1)]);
+}
+
+size_t fm_pagemap_bytes(void) { return fm_load_relaxed(&leaf_count) * LEAF_BYTES; }

@@ -1,0 +1,122 @@
+/*
+ * realloc.c - FastMM5's resize policy across the three block kinds (facts section 3).
+ *
+ *   small   shrink in place while 4*new + 64 >= old; grow by moving to max(2*old + 32, new)
+ *   medium  grow into a free neighbour, else move, to max(old + old/4, new); shrink only below
+ *           half: in place down to 720 bytes, below that move to a small block
+ *   large   grow (mremap, in place or page move) to max(old + old/4, new); shrink in place down
+ *           to half, below that move
+ *
+ * The over-allocation on growth is what makes repeated appends cheap. A failed resize leaves
+ * the old block untouched and returns NULL with errno ENOMEM.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define SMALL_DOWNSIZE_ADDER 64u
+#define SMALL_UPSIZE_ADDER 32u
+
+static void *move_block(void *p, fm_block_ref_t ref, size_t request, size_t copy)
+{
+    void *q = fm_alloc(request);
+    if (q == NULL)
+        return NULL;
+    memcpy(q, p, copy);
+    fm_free_classified(p, ref);
+    return q;
+}
+
+static void *resize_small(void *p, fm_block_ref_t ref, size_t size)
+{
+    size_t old = fm_block_usable(p, ref);
+    if (size <= old) {
+        if (size * 4 + SMALL_DOWNSIZE_ADDER >= old)
+            return p;
+        return move_block(p, ref, size, size);
+    }
+    size_t target = 2 * old + SMALL_UPSIZE_ADDER;
+    return move_block(p, ref, target > size ? target : size, old);
+}
+
+static void *resize_medium(void *p, fm_block_ref_t ref, size_t size)
+{
+    size_t old = fm_block_usable(p, ref);
+    if (size > old) {
+        size_t target = old + old / 4 > size ? old + old / 4 : size;
+        if (size <= FM_MEDIUM_MAX_USER) {
+            size_t want = target <= FM_MEDIUM_MAX_USER ? fm_align_up(target + FM_MEDIUM_HEADER, 64)
+                                                       : fm_align_up(size + FM_MEDIUM_HEADER, 64);
+            if (fm_medium_try_resize_in_place(p, fm_align_up(size + FM_MEDIUM_HEADER, 64), want))
+                return p;
+        }
+        return move_block(p, ref, target, old);
+    }
+    if (size >= old / 2)
+        return p;
+    if (size >= FM_MEDIUM_INPLACE_DOWNSIZE_LIMIT) {
+        size_t keep = size < FM_MEDIUM_MIN_BLOCK - FM_MEDIUM_HEADER ? FM_MEDIUM_MIN_BLOCK - FM_MEDIUM_HEADER : size;
+        fm_medium_shrink(p, fm_align_up(keep + FM_MEDIUM_HEADER, 64));
+        return p;
+    }
+    return move_block(p, ref, size, size);
+}
+
+static void *resize_large(void *p, fm_block_ref_t ref, size_t size)
+{
+    size_t old = fm_block_usable(p, ref);
+    fm_large_header_t *h = ref.owner;
+    if (size > old) {
+        size_t target = old + old / 4 > size ? old + old / 4 : size;
+        void *q = fm_large_resize(p, target);
+        if (q == NULL && target != size)
+            q = fm_large_resize(p, size); /* the 25% extra is a wish, not a need */
+        if (q == NULL) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        fm_large_header_of(q)->user_size = size;
+        return q;
+    }
+    if (size >= old / 2) {
+        h->user_size = size;
+        return p;
+    }
+    return move_block(p, ref, size, size);
+}
+
+void *fm_realloc(void *p, size_t size)
+{
+    if (p == NULL)
+        return fm_load_relaxed(&fm_debug_on) ? fm_debug_alloc(size, FM_DEBUG_FILL_ALLOCATED) : fm_alloc(size);
+    fm_block_ref_t ref = fm_block_classify(p);
+    if (ref.kind == FM_BLOCK_INVALID)
+        return fm_debug_realloc_or_report(p, ref, size); /* a debug block, or reported */
+    uint16_t flags = fm_load_relaxed(fm_flags_of(p));
+    if (flags & (FM_FLAG_FREE | FM_FLAG_DEBUG_INFO)) {
+        fm_event_invalid_pointer("realloc", p, flags & FM_FLAG_FREE ? "the block was already freed"
+                                                                    : "it points 64 bytes before a debug block's user data");
+        errno = EINVAL;
+        return NULL;
+    }
+    if (size == 0) {
+        /* glibc: realloc(p, 0) frees p and returns NULL */
+        fm_free_classified(p, ref);
+        return NULL;
+    }
+    if (size > (size_t)PTRDIFF_MAX) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    if (fm_load_relaxed(&fm_debug_on))
+        return fm_debug_realloc_plain(p, ref, size);
+    switch (ref.kind) {
+    case FM_BLOCK_SMALL:
+        return resize_small(p, ref, size);
+    case FM_BLOCK_MEDIUM:
+        return resize_medium(p, ref, size);
+    default:
+        return resize_large(p, ref, size);
+    }
+}

@@ -1,0 +1,515 @@
+/*
+ * small.c - the small block manager: requests of 0 .. 2622 bytes in FastMM5's 51 size classes
+ * (61 on 32-bit), served from spans that are themselves medium blocks (facts 2.3, 2.7, 11.1-2).
+ *
+ * A block comes from, in order: the class's pending-free stack, a partially free span, or the
+ * lock-free sequential feed of the newest span (handed out from its top block downwards).
+ * Each (arena, class) pair has its own manager and lock; a thread that finds one locked moves on
+ * to the next arena, and a free that finds its owner locked is queued, never waited for.
+ */
+#include "internal.h"
+
+fm_small_manager_t fm_small_managers[FM_SMALL_ARENAS][FM_SMALL_CLASS_COUNT];
+static uint64_t contention;
+bool fm_small_keep_empty_spans; /* debug option FASTMM_DEBUG_NEVER_FREE_SMALL_SPANS */
+
+#define FEED_OFFSET(v) ((uint32_t)(v))
+#define FEED_ABA(v) ((v) >> 32)
+#define FEED_PACK(aba, offset) (((uint64_t)(aba) << 32) | (uint32_t)(offset))
+
+/* FastMM5's span sizing (facts 2.3): at least 16 blocks; ideally 64, within 19264 .. 101184. */
+static void size_spans(fm_small_manager_t *m)
+{
+    size_t bs = m->block_size;
+    size_t target = 64 * bs;
+    if (target < FM_SMALL_OPTIMAL_SPAN_LOWER)
+        target = FM_SMALL_OPTIMAL_SPAN_LOWER;
+    if (target > FM_SMALL_OPTIMAL_SPAN_UPPER)
+        target = FM_SMALL_OPTIMAL_SPAN_UPPER;
+    size_t span_overhead = FM_SMALL_SPAN_HEADER - 2;
+    m->min_span_size = (uint32_t)fm_medium_round_request(FM_SMALL_MIN_BLOCKS_PER_SPAN * bs + span_overhead);
+    m->optimal_span_size = (uint32_t)fm_medium_round_request(target / bs * bs + span_overhead);
+}
+
+void fm_small_init(void)
+{
+    for (unsigned a = 0; a < FM_SMALL_ARENAS; a++)
+        for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++) {
+            fm_small_manager_t *m = &fm_small_managers[a][c];
+            m->block_size = fm_small_class_sizes[c];
+            m->class_index = (uint16_t)c;
+            m->arena = a;
+            m->reciprocal = (uint32_t)((((uint64_t)1 << 32) + m->block_size - 1) / m->block_size);
+            size_spans(m);
+        }
+}
+
+FM_INLINE fm_small_span_t *span_of(const void *p, uint16_t flags)
+{
+    return (fm_small_span_t *)(((uintptr_t)p & ~(uintptr_t)63) - ((uintptr_t)(flags & FM_SMALL_OFFSET_MASK) << 3));
+}
+
+FM_INLINE uint16_t flags_for(const fm_small_span_t *span, const void *p)
+{
+    return (uint16_t)((((uintptr_t)p - (uintptr_t)span) & ~(uintptr_t)63) >> 3) | FM_FLAG_SMALL;
+}
+
+/* ---- partially-free span list ---- */
+
+static void partial_insert(fm_small_manager_t *m, fm_small_span_t *s)
+{
+    s->prev_partial = NULL;
+    s->next_partial = m->partial_head;
+    if (m->partial_head != NULL)
+        m->partial_head->prev_partial = s;
+    m->partial_head = s;
+    s->in_partial_list = 1;
+}
+
+static void partial_remove(fm_small_manager_t *m, fm_small_span_t *s)
+{
+    if (s->prev_partial != NULL)
+        s->prev_partial->next_partial = s->next_partial;
+    else
+        m->partial_head = s->next_partial;
+    if (s->next_partial != NULL)
+        s->next_partial->prev_partial = s->prev_partial;
+    s->in_partial_list = 0;
+}
+
+/* ---- freeing (manager locked) ---- */
+
+static void release_span_locked(fm_small_manager_t *m, fm_small_span_t *s)
+{
+    if (s->in_partial_list)
+        partial_remove(m, s);
+    if (m->feed_span == s) {
+        /* fully fed, or its blocks could not all be free; stop anyone reading it */
+        fm_store_release(&m->feed, FEED_PACK(FEED_ABA(m->feed) + 1, 0));
+        fm_store_release(&m->feed_span, NULL);
+    }
+    fm_medium_header_t *h = fm_medium_header_of(s);
+    h->is_small_span = 0;
+    h->flags |= FM_FLAG_FREE;
+    fm_medium_free(s);
+}
+
+static void free_locked(fm_small_manager_t *m, void *p)
+{
+    fm_small_span_t *s = span_of(p, *fm_flags_of(p));
+    if (--s->blocks_in_use == 0 && !fm_small_keep_empty_spans) {
+        release_span_locked(m, s);
+        return;
+    }
+    *(void **)p = s->first_free;
+    s->first_free = p;
+    if (!s->in_partial_list)
+        partial_insert(m, s);
+}
+
+static void free_chain_locked(fm_small_manager_t *m, void *b)
+{
+    while (b != NULL) {
+        void *next = *(void **)b;
+        free_locked(m, b);
+        b = next;
+    }
+}
+
+/* ---- allocation ---- */
+
+static void *take_locked(fm_small_manager_t *m)
+{
+    void *b = fm_pending_take(&m->pending);
+    if (b != NULL) {
+        free_chain_locked(m, *(void **)b); /* reuse the head, free the rest (FastMM5 11.2) */
+    } else {
+        fm_small_span_t *s = m->partial_head;
+        if (s == NULL)
+            return NULL;
+        b = s->first_free;
+        s->first_free = *(void **)b;
+        s->blocks_in_use++;
+        if (s->first_free == NULL)
+            partial_remove(m, s);
+    }
+    *fm_flags_of(b) = (uint16_t)(*fm_flags_of(b) & ~FM_FLAG_FREE);
+    m->served++;
+    return b;
+}
+
+/* Lock-free: claim the next block below the last one fed by moving the offset down. */
+static void *feed_try(fm_small_manager_t *m)
+{
+    uint64_t old = fm_load_acquire(&m->feed);
+    for (;;) {
+        uint32_t offset = FEED_OFFSET(old);
+        if (offset < FM_SMALL_SPAN_HEADER + m->block_size)
+            return NULL;
+        fm_small_span_t *s = fm_load_acquire(&m->feed_span);
+        uint32_t next = offset - m->block_size;
+        if (fm_cas_acq_rel(&m->feed, &old, FEED_PACK(FEED_ABA(old) + 1, next))) {
+            void *b = (char *)s + next;
+            *fm_flags_of(b) = flags_for(s, b);
+            return b;
+        }
+    }
+}
+
+static void *new_span_locked(fm_small_manager_t *m)
+{
+    fm_small_span_t *s = fm_medium_alloc(m->optimal_span_size, true);
+    if (s == NULL)
+        s = fm_medium_alloc(m->min_span_size, true);
+    if (s == NULL)
+        return NULL;
+    size_t blocks = (fm_medium_block_size(s) - FM_SMALL_SPAN_HEADER - FM_MEDIUM_HEADER + 2) / m->block_size;
+    s->manager = m;
+    s->next_partial = s->prev_partial = NULL;
+    s->first_free = NULL;
+    s->in_partial_list = 0;
+    s->total_blocks = (uint32_t)blocks;
+    s->blocks_in_use = (uint32_t)blocks; /* unfed blocks count as in use */
+    uint32_t top = FM_SMALL_SPAN_HEADER + (uint32_t)((blocks - 1) * m->block_size);
+    void *b = (char *)s + top;
+    *fm_flags_of(b) = flags_for(s, b);
+    /* publish: stop the feed, switch the span, restart the feed below the block we keep */
+    uint64_t aba = FEED_ABA(m->feed);
+    fm_store_release(&m->feed, FEED_PACK(aba + 1, 0));
+    fm_store_release(&m->feed_span, s);
+    fm_store_release(&m->feed, FEED_PACK(aba + 2, top));
+    m->served += blocks; /* every block of a feed span is handed out once (see fm_small_served) */
+    return b;
+}
+
+static void *alloc_unvetted(unsigned class_index);
+
+void *fm_small_alloc(unsigned class_index)
+{
+    for (;;) {
+        void *b = alloc_unvetted(class_index);
+        if (b == NULL || !(*fm_flags_of(b) & FM_FLAG_DEBUG_INFO))
+            return b;
+        *fm_flags_of(b) |= FM_FLAG_FREE; /* the check expects the freed state */
+        if (fm_debug_check_reuse(b)) {
+            *fm_flags_of(b) = (uint16_t)(*fm_flags_of(b) & ~FM_FLAG_FREE);
+            return b;
+        }
+    }
+}
+
+static void *alloc_unvetted(unsigned class_index)
+{
+    for (;;) {
+        /* Attempt 1: arenas with a free block to reuse, else their feed; no waiting anywhere. */
+        for (unsigned a = 0; a < FM_SMALL_ARENAS; a++) {
+            fm_small_manager_t *m = &fm_small_managers[a][class_index];
+            if ((fm_load_relaxed(&m->pending) != NULL || fm_load_relaxed(&m->partial_head) != NULL) &&
+                fm_lock_try(&m->lock)) {
+                void *b = take_locked(m);
+                fm_lock_release(&m->lock);
+                if (b != NULL)
+                    return b;
+            }
+            void *b = feed_try(m);
+            if (b != NULL)
+                return b;
+        }
+        /* Attempt 2: the first arena we can lock, with a new span if needed. */
+        for (unsigned a = 0; a < FM_SMALL_ARENAS; a++) {
+            fm_small_manager_t *m = &fm_small_managers[a][class_index];
+            if (!fm_lock_try(&m->lock))
+                continue;
+            void *b = take_locked(m);
+            if (b == NULL)
+                b = feed_try(m);
+            if (b == NULL)
+                b = new_span_locked(m);
+            fm_lock_release(&m->lock);
+            return b; /* NULL only when the OS refused memory */
+        }
+        fm_add_relaxed(&contention, 1);
+        fm_os_yield();
+    }
+}
+
+/* ---- batches for the thread caches (tcache.c): blocks linked through their first word and
+ * left flagged FREE, as the cache keeps them ---- */
+
+static unsigned take_many_locked(fm_small_manager_t *m, void **chain, unsigned want)
+{
+    unsigned n = 0;
+    void *head = NULL;
+    void *p = fm_pending_take(&m->pending);
+    for (; p != NULL && n < want; n++) {
+        void *next = *(void **)p;
+        *(void **)p = head;
+        head = p;
+        p = next;
+    }
+    free_chain_locked(m, p); /* more than wanted: back to their spans */
+    while (n < want && m->partial_head != NULL) {
+        fm_small_span_t *s = m->partial_head;
+        void *b = s->first_free;
+        s->first_free = *(void **)b;
+        s->blocks_in_use++;
+        if (s->first_free == NULL)
+            partial_remove(m, s);
+        *(void **)b = head;
+        head = b;
+        n++;
+    }
+    m->served += n;
+    *chain = head;
+    return n;
+}
+
+/* Lock-free: claims up to `want` blocks of the feed with one compare-and-swap. */
+static unsigned feed_try_many(fm_small_manager_t *m, void **chain, unsigned want)
+{
+    uint64_t old = fm_load_acquire(&m->feed);
+    for (;;) {
+        uint32_t offset = FEED_OFFSET(old);
+        if (offset < FM_SMALL_SPAN_HEADER + m->block_size)
+            return 0;
+        unsigned available = (offset - FM_SMALL_SPAN_HEADER) / m->block_size;
+        unsigned k = available < want ? available : want;
+        fm_small_span_t *s = fm_load_acquire(&m->feed_span);
+        uint32_t low = offset - k * m->block_size;
+        if (fm_cas_acq_rel(&m->feed, &old, FEED_PACK(FEED_ABA(old) + 1, low))) {
+            for (unsigned i = 0; i < k; i++) {
+                void *b = (char *)s + low + (size_t)i * m->block_size;
+                *fm_flags_of(b) = flags_for(s, b) | FM_FLAG_FREE;
+                *(void **)b = *chain;
+                *chain = b;
+            }
+            return k;
+        }
+    }
+}
+
+/* Freed debug blocks are checked before they are handed out again; a damaged one is reported
+ * and left out (quarantined: it stays counted in its span, so it is never reused). */
+static unsigned vet_chain(void **chain, unsigned n)
+{
+    for (void **link = chain; *link != NULL;) {
+        void *b = *link;
+        if ((*fm_flags_of(b) & FM_FLAG_DEBUG_INFO) && !fm_debug_check_reuse(b)) {
+            *link = *(void **)b;
+            n--;
+        } else {
+            link = (void **)b;
+        }
+    }
+    return n;
+}
+
+static unsigned alloc_batch_unvetted(unsigned class_index, void **chain, unsigned want);
+
+unsigned fm_small_alloc_batch(unsigned class_index, void **chain, unsigned want)
+{
+    for (;;) {
+        unsigned raw = alloc_batch_unvetted(class_index, chain, want);
+        if (raw == 0)
+            return 0; /* out of memory */
+        unsigned n = vet_chain(chain, raw);
+        if (n != 0)
+            return n;
+    }
+}
+
+static unsigned alloc_batch_unvetted(unsigned class_index, void **chain, unsigned want)
+{
+    *chain = NULL;
+    for (;;) {
+        for (unsigned a = 0; a < FM_SMALL_ARENAS; a++) {
+            fm_small_manager_t *m = &fm_small_managers[a][class_index];
+            if ((fm_load_relaxed(&m->pending) != NULL || fm_load_relaxed(&m->partial_head) != NULL) &&
+                fm_lock_try(&m->lock)) {
+                unsigned n = take_many_locked(m, chain, want);
+                fm_lock_release(&m->lock);
+                if (n != 0)
+                    return n;
+            }
+            unsigned n = feed_try_many(m, chain, want);
+            if (n != 0)
+                return n;
+        }
+        for (unsigned a = 0; a < FM_SMALL_ARENAS; a++) {
+            fm_small_manager_t *m = &fm_small_managers[a][class_index];
+            if (!fm_lock_try(&m->lock))
+                continue;
+            unsigned n = take_many_locked(m, chain, want);
+            if (n == 0)
+                n = feed_try_many(m, chain, want);
+            if (n == 0) {
+                void *b = new_span_locked(m);
+                if (b != NULL) {
+                    *fm_flags_of(b) |= FM_FLAG_FREE;
+                    n = feed_try_many(m, chain, want - 1) + 1;
+                    *(void **)b = *chain;
+                    *chain = b;
+                }
+            }
+            fm_lock_release(&m->lock);
+            return n; /* 0 only when the OS refused memory */
+        }
+        fm_add_relaxed(&contention, 1);
+        fm_os_yield();
+    }
+}
+
+/* Returns a chain of FREE-flagged blocks to their spans, keeping a lock while consecutive blocks
+ * share a manager; a block whose manager is busy goes on its pending stack. */
+void fm_small_free_chain(void *chain)
+{
+    fm_small_manager_t *held = NULL;
+    while (chain != NULL) {
+        void *next = *(void **)chain;
+        fm_small_manager_t *m = span_of(chain, *fm_flags_of(chain))->manager;
+        if (m != held) {
+            if (held != NULL) {
+                free_chain_locked(held, fm_pending_take(&held->pending));
+                fm_lock_release(&held->lock);
+            }
+            held = fm_lock_try(&m->lock) ? m : NULL;
+        }
+        if (held != NULL)
+            free_locked(m, chain);
+        else
+            fm_pending_push(&m->pending, chain);
+        chain = next;
+    }
+    if (held != NULL) {
+        free_chain_locked(held, fm_pending_take(&held->pending));
+        fm_lock_release(&held->lock);
+    }
+}
+
+void fm_small_free(void *p, fm_small_span_t *span)
+{
+    fm_small_manager_t *m = span->manager;
+    if (fm_lock_try(&m->lock)) {
+        free_locked(m, p);
+        free_chain_locked(m, fm_pending_take(&m->pending));
+        fm_lock_release(&m->lock);
+    } else {
+        fm_pending_push(&m->pending, p);
+    }
+}
+
+/*
+ * p is a small block of medium span `ms` only if the span its flag word points to is a live small
+ * span of `ms` (checked through the medium bitmap) and p sits exactly on a block boundary.
+ */
+bool fm_small_validate(const void *p, fm_medium_span_t *ms, fm_small_span_t **span_out)
+{
+    uintptr_t off_in_medium = (uintptr_t)p - (uintptr_t)ms;
+    if (off_in_medium < ms->first_block + FM_SMALL_SPAN_HEADER || ((uintptr_t)p & (FM_MIN_ALIGN - 1)) != 0)
+        return false;
+    uint16_t flags = *fm_flags_of(p);
+    if ((flags & FM_FLAG_SMALL) == 0)
+        return false;
+    fm_small_span_t *s = span_of(p, flags);
+    if ((uintptr_t)s >= (uintptr_t)p || !fm_medium_validate(s, ms) || !fm_medium_header_of(s)->is_small_span)
+        return false;
+    const fm_small_manager_t *m = s->manager;
+    uintptr_t first = (uintptr_t)&fm_small_managers[0][0];
+    if ((uintptr_t)m < first || (uintptr_t)m >= first + sizeof fm_small_managers ||
+        ((uintptr_t)m - first) % sizeof(fm_small_manager_t) != 0)
+        return false;
+    uint64_t offset = (uintptr_t)p - (uintptr_t)s - FM_SMALL_SPAN_HEADER;
+    uint64_t index = (offset * m->reciprocal) >> 32;
+    if (index * m->block_size != offset || index >= s->total_blocks)
+        return false;
+    *span_out = s;
+    return true;
+}
+
+/* Allocations served so far: blocks taken under the lock plus every fed block. */
+uint64_t fm_small_served(void)
+{
+    uint64_t n = 0;
+    for (unsigned a = 0; a < FM_SMALL_ARENAS; a++)
+        for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++) {
+            fm_small_manager_t *m = &fm_small_managers[a][c];
+            uint64_t unfed = (FEED_OFFSET(fm_load_relaxed(&m->feed)) - FM_SMALL_SPAN_HEADER) / m->block_size;
+            if (FEED_OFFSET(fm_load_relaxed(&m->feed)) < FM_SMALL_SPAN_HEADER)
+                unfed = 0;
+            n += fm_load_relaxed(&m->served) - unfed;
+        }
+    return n;
+}
+
+uint32_t fm_small_unfed_blocks(const fm_small_manager_t *m, const fm_small_span_t *s)
+{
+    if (fm_load_relaxed(&m->feed_span) != s)
+        return 0;
+    uint32_t offset = FEED_OFFSET(fm_load_relaxed(&m->feed));
+    return offset < FM_SMALL_SPAN_HEADER ? 0 : (offset - FM_SMALL_SPAN_HEADER) / m->block_size;
+}
+
+bool fm_small_drain_all(void)
+{
+    bool all = true;
+    for (unsigned a = 0; a < FM_SMALL_ARENAS; a++)
+        for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++) {
+            fm_small_manager_t *m = &fm_small_managers[a][c];
+            if (fm_load_relaxed(&m->pending) == NULL)
+                continue;
+            if (fm_lock_try(&m->lock)) {
+                free_chain_locked(m, fm_pending_take(&m->pending));
+                fm_lock_release(&m->lock);
+            } else {
+                all = false;
+            }
+        }
+    return all;
+}
+
+void fm_small_lock_all(void)
+{
+    for (unsigned a = 0; a < FM_SMALL_ARENAS; a++)
+        for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++)
+            fm_lock_wait(&fm_small_managers[a][c].lock);
+}
+
+void fm_small_unlock_all(void)
+{
+    for (unsigned a = 0; a < FM_SMALL_ARENAS; a++)
+        for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++)
+            fm_lock_release(&fm_small_managers[a][c].lock);
+}
+
+uint64_t fm_small_contention(void) { return fm_load_relaxed(&contention); }
+
+/* Gives back the unfed part of every feed span, so spans whose handed-out blocks are all free
+ * can be released (malloc_trim; FastMM5 keeps feed spans until they are used up). */
+void fm_small_trim(void)
+{
+    for (unsigned a = 0; a < FM_SMALL_ARENAS; a++)
+        for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++) {
+            fm_small_manager_t *m = &fm_small_managers[a][c];
+            if (fm_load_relaxed(&m->feed_span) == NULL)
+                continue;
+            fm_lock_wait(&m->lock);
+            fm_small_span_t *s = m->feed_span;
+            uint64_t old = fm_load_acquire(&m->feed);
+            while (!fm_cas_acq_rel(&m->feed, &old, FEED_PACK(FEED_ABA(old) + 1, 0)))
+                ; /* a racing lock-free feeder may still take a block first */
+            uint32_t offset = FEED_OFFSET(old);
+            uint32_t unfed = offset < FM_SMALL_SPAN_HEADER ? 0 : (offset - FM_SMALL_SPAN_HEADER) / m->block_size;
+            fm_store_release(&m->feed_span, NULL);
+            m->served -= unfed;
+            if (s != NULL && unfed != 0) {
+                /* the unfed blocks become ordinary free blocks of the span */
+                for (uint32_t i = 0; i < unfed; i++) {
+                    void *b = (char *)s + FM_SMALL_SPAN_HEADER + (size_t)i * m->block_size;
+                    *fm_flags_of(b) = (uint16_t)(flags_for(s, b) | FM_FLAG_FREE);
+                    free_locked(m, b);
+                }
+            }
+            free_chain_locked(m, fm_pending_take(&m->pending));
+            fm_lock_release(&m->lock);
+        }
+}

@@ -1,0 +1,126 @@
+/*
+ * stacktrace.c - stack traces for debug blocks: captured with the unwinder of libgcc
+ * (_Unwind_Backtrace, which reads the .eh_frame tables every object has, so it works in code
+ * built without frame pointers) and symbolized with dladdr as function+offset (object file).
+ *
+ * Neither step allocates from this heap in the usual case; a thread that re-enters the allocator
+ * while capturing (the unwinder's first use can) gets an empty trace instead of recursing.
+ * A program can replace both steps (fastmm_set_stack_trace_hooks).
+ */
+#define _GNU_SOURCE 1 /* dladdr, dl_iterate_phdr */
+#include "internal.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <string.h>
+#include <unwind.h>
+
+static uintptr_t own_text_start, own_text_end;
+static __thread bool capturing __attribute__((tls_model("initial-exec")));
+static fastmm_stack_capture_t capture_hook;
+static fastmm_stack_format_t format_hook;
+
+/* Frames inside libfastmm5 are not the caller's business: find our executable segment once. */
+static int find_own_text(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    (void)size;
+    uintptr_t probe = (uintptr_t)arg;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+            continue;
+        uintptr_t start = info->dlpi_addr + ph->p_vaddr, end = start + ph->p_memsz;
+        if (probe >= start && probe < end) {
+            own_text_start = start;
+            own_text_end = end;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void fm_stack_init(void) { dl_iterate_phdr(find_own_text, (void *)(uintptr_t)&fm_stack_init); }
+
+typedef struct capture_state {
+    uintptr_t *out;
+    unsigned max, n;
+} capture_state_t;
+
+static _Unwind_Reason_Code on_frame(struct _Unwind_Context *ctx, void *arg)
+{
+    capture_state_t *c = arg;
+    uintptr_t ip = (uintptr_t)_Unwind_GetIP(ctx);
+    if (ip == 0)
+        return _URC_END_OF_STACK;
+    if (ip >= own_text_start && ip < own_text_end)
+        return _URC_NO_REASON;
+    c->out[c->n++] = ip;
+    return c->n < c->max ? _URC_NO_REASON : _URC_END_OF_STACK;
+}
+
+/* Fills exactly `depth` entries; unused ones are 0. */
+void fm_stack_capture(uintptr_t *out, unsigned depth)
+{
+    for (unsigned i = 0; i < depth; i++)
+        out[i] = 0;
+    if (depth == 0 || capturing)
+        return;
+    capturing = true;
+    if (own_text_end == 0)
+        fm_stack_init();
+    fastmm_stack_capture_t hook = fm_load_acquire(&capture_hook);
+    if (hook != NULL) {
+        hook(out, depth);
+    } else {
+        capture_state_t c = {out, depth, 0};
+        _Unwind_Backtrace(on_frame, &c);
+    }
+    capturing = false;
+}
+
+/* One line per non-zero address: "    0x401234 main+0x24 (/usr/bin/prog)". */
+void fm_stack_format(fm_report_t *r, const uintptr_t *trace, unsigned depth)
+{
+    fastmm_stack_format_t hook = fm_load_acquire(&format_hook);
+    unsigned shown = 0;
+    for (unsigned i = 0; i < depth; i++) {
+        if (trace[i] == 0)
+            continue;
+        shown++;
+        fm_report_str(r, "\n    ");
+        fm_report_hex(r, trace[i]);
+        char text[256];
+        if (hook != NULL && hook(trace[i], text, sizeof text) > 0) {
+            text[sizeof text - 1] = '\0';
+            fm_report_str(r, " ");
+            fm_report_str(r, text);
+            continue;
+        }
+        Dl_info info;
+        /* a return address points after the call: look up the call itself */
+        if (dladdr((void *)(trace[i] - 1), &info) == 0)
+            continue;
+        if (info.dli_sname != NULL) {
+            fm_report_str(r, " ");
+            fm_report_str(r, info.dli_sname);
+            fm_report_str(r, "+");
+            fm_report_hex(r, trace[i] - (uintptr_t)info.dli_saddr);
+        } else if (info.dli_fbase != NULL) {
+            fm_report_str(r, " ");
+            fm_report_hex(r, trace[i] - (uintptr_t)info.dli_fbase);
+        }
+        if (info.dli_fname != NULL) {
+            fm_report_str(r, " (");
+            fm_report_str(r, info.dli_fname);
+            fm_report_str(r, ")");
+        }
+    }
+    if (shown == 0)
+        fm_report_str(r, "\n    (no stack trace recorded: FASTMM5_STACK_DEPTH=0?)");
+}
+
+FM_EXPORT void fastmm_set_stack_trace_hooks(fastmm_stack_capture_t capture, fastmm_stack_format_t format)
+{
+    fm_store_release(&capture_hook, capture);
+    fm_store_release(&format_hook, format);
+}

@@ -1,0 +1,647 @@
+/*
+ * check_errors.c - errno/NULL results and invalid-pointer handling.
+ *
+ * Guards design/API.md sections 1 and 3: glibc's error results at every edge (ENOMEM for sizes
+ * that overflow or exceed PTRDIFF_MAX, EINVAL for bad alignments, *out untouched, errno kept by
+ * free), and that a pointer the heap does not own - or no longer owns - is reported as
+ * FASTMM_EVENT_INVALID_POINTER, to the handler and to standard error, then aborts the process by
+ * default or is refused (heap left intact) under FASTMM_ON_ERROR_CONTINUE.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check_suites.h"
+
+/* ------------------------------------------------------------------------------------------ */
+/* errno / NULL matrix                                                                          */
+/* ------------------------------------------------------------------------------------------ */
+
+static const size_t huge_sizes[] = {
+    (size_t)PTRDIFF_MAX + 1, SIZE_MAX, SIZE_MAX - 15, SIZE_MAX - 64, SIZE_MAX - 65535, (size_t)PTRDIFF_MAX,
+};
+#define N_HUGE (sizeof huge_sizes / sizeof huge_sizes[0])
+
+/* Guards malloc/valloc/pvalloc of sizes that cannot be served (above PTRDIFF_MAX, or so close to
+ * SIZE_MAX that adding a header or rounding overflows): NULL and errno ENOMEM, never a block. */
+START_TEST(test_huge_malloc_enomem)
+{
+    for (size_t i = 0; i < N_HUGE; i++) {
+        size_t n = launder_size(huge_sizes[i]);
+        errno = 0;
+        void *p = malloc(n);
+        ck_assert_msg(p == NULL && errno == ENOMEM, "malloc(%zu) = %p, errno %d", n, p, errno);
+        errno = 0;
+        p = fastmm_malloc(n);
+        ck_assert_msg(p == NULL && errno == ENOMEM, "fastmm_malloc(%zu) = %p, errno %d", n, p, errno);
+        errno = 0;
+        p = valloc(n);
+        ck_assert_msg(p == NULL && errno == ENOMEM, "valloc(%zu) = %p, errno %d", n, p, errno);
+        errno = 0;
+        p = pvalloc(n);
+        ck_assert_msg(p == NULL && errno == ENOMEM, "pvalloc(%zu) = %p, errno %d", n, p, errno);
+        errno = 0;
+        p = calloc(1, n);
+        ck_assert_msg(p == NULL && errno == ENOMEM, "calloc(1, %zu) = %p, errno %d", n, p, errno);
+    }
+    /* The heap still works afterwards. */
+    void *p = malloc(100);
+    ck_assert_ptr_nonnull(p);
+    free(p);
+}
+END_TEST
+
+/* Guards posix_memalign: EINVAL for an alignment that is not a power of two multiple of
+ * sizeof(void *), ENOMEM for an impossible size or alignment, and *out untouched either way. */
+START_TEST(test_posix_memalign_errors)
+{
+    static const size_t bad_align[] = {0, 1, 2, 4, 3, 12, 24, 48, 1000, 4097, SIZE_MAX};
+    void *const sentinel = (void *)(uintptr_t)0xdeadbeef0;
+    for (size_t i = 0; i < sizeof bad_align / sizeof bad_align[0]; i++) {
+        if (bad_align[i] == sizeof(void *))
+            continue;
+        void *out = sentinel;
+        int rc = posix_memalign(&out, launder_size(bad_align[i]), 64);
+        ck_assert_msg(rc == EINVAL, "posix_memalign(align %zu) = %d, expected EINVAL", bad_align[i], rc);
+        ck_assert_ptr_eq(out, sentinel);
+        out = sentinel;
+        rc = fastmm_posix_memalign(&out, launder_size(bad_align[i]), 64);
+        ck_assert_msg(rc == EINVAL, "fastmm_posix_memalign(align %zu) = %d", bad_align[i], rc);
+        ck_assert_ptr_eq(out, sentinel);
+    }
+    for (size_t i = 0; i < N_HUGE; i++) {
+        void *out = sentinel;
+        int rc = posix_memalign(&out, 64, launder_size(huge_sizes[i]));
+        ck_assert_msg(rc == ENOMEM, "posix_memalign(64, %zu) = %d, expected ENOMEM", huge_sizes[i], rc);
+        ck_assert_ptr_eq(out, sentinel);
+        rc = fastmm_posix_memalign(&out, 1 << 20, launder_size(huge_sizes[i]));
+        ck_assert_msg(rc == ENOMEM, "fastmm_posix_memalign(1M, %zu) = %d", huge_sizes[i], rc);
+        ck_assert_ptr_eq(out, sentinel);
+    }
+    /* A valid but unsatisfiable alignment (2^63). */
+    void *out = sentinel;
+    int rc = posix_memalign(&out, launder_size((size_t)1 << 63), 16);
+    ck_assert_msg(rc == ENOMEM, "posix_memalign(2^63, 16) = %d, expected ENOMEM", rc);
+    ck_assert_ptr_eq(out, sentinel);
+}
+END_TEST
+
+/* Guards aligned_alloc: a non-power-of-two alignment gives NULL with EINVAL (C17, glibc 2.38).
+ * memalign keeps glibc's older rule: such an alignment is rounded up to the next power of two
+ * (so the block is aligned to that), and only an alignment above 2^62 gives EINVAL. Either
+ * call gives NULL with ENOMEM for an impossible size (including size + alignment overflowing). */
+START_TEST(test_aligned_alloc_errors)
+{
+    static const size_t bad_align[] = {3, 12, 24, 48, 1000, 4097, 65535, SIZE_MAX};
+    for (size_t i = 0; i < sizeof bad_align / sizeof bad_align[0]; i++) {
+        size_t a = launder_size(bad_align[i]);
+        errno = 0;
+        void *p = aligned_alloc(a, 64);
+        ck_assert_msg(p == NULL && errno == EINVAL, "aligned_alloc(%zu, 64) = %p, errno %d", a, p, errno);
+        errno = 0;
+        p = fastmm_aligned_alloc(a, 64);
+        ck_assert_msg(p == NULL && errno == EINVAL, "fastmm_aligned_alloc(%zu) = %p, errno %d", a, p, errno);
+        if (a > ((size_t)1 << 62)) {
+            errno = 0;
+            p = memalign(a, 64);
+            ck_assert_msg(p == NULL && errno == EINVAL, "memalign(%zu, 64) = %p, errno %d", a, p, errno);
+            errno = 0;
+            p = fastmm_memalign(a, 64);
+            ck_assert_msg(p == NULL && errno == EINVAL, "fastmm_memalign(%zu) = %p, errno %d", a, p, errno);
+            continue;
+        }
+        size_t up = 1;
+        while (up < a)
+            up <<= 1;
+        for (int k = 0; k < 2; k++) {
+            p = k == 0 ? memalign(a, 64) : fastmm_memalign(a, 64);
+            ck_assert_msg(p != NULL, "%smemalign(%zu, 64) failed", k ? "fastmm_" : "", a);
+            ck_assert_msg(((uintptr_t)p & (up - 1)) == 0, "%smemalign(%zu, 64) = %p not aligned to %zu",
+                          k ? "fastmm_" : "", a, p, up);
+            ck_assert_uint_ge(fastmm_usable_size(p), 64);
+            memset(p, 0x11, 64);
+            free(p);
+        }
+    }
+    for (size_t i = 0; i < N_HUGE; i++) {
+        size_t n = launder_size(huge_sizes[i]);
+        static const size_t aligns[] = {16, 4096, 1 << 20};
+        for (size_t k = 0; k < 3; k++) {
+            errno = 0;
+            void *p = aligned_alloc(aligns[k], n);
+            ck_assert_msg(p == NULL && errno == ENOMEM, "aligned_alloc(%zu, %zu) = %p, errno %d", aligns[k], n, p,
+                          errno);
+            errno = 0;
+            p = memalign(aligns[k], n);
+            ck_assert_msg(p == NULL && errno == ENOMEM, "memalign(%zu, %zu) = %p, errno %d", aligns[k], n, p, errno);
+        }
+    }
+}
+END_TEST
+
+/* Guards calloc and reallocarray overflow: NULL with ENOMEM (also covered per module; here as
+ * part of the one matrix). */
+START_TEST(test_overflow_enomem)
+{
+    errno = 0;
+    ck_assert_ptr_null(calloc(launder_size(SIZE_MAX / 16 + 1), 16));
+    ck_assert_int_eq(errno, ENOMEM);
+    errno = 0;
+    ck_assert_ptr_null(reallocarray(NULL, launder_size(SIZE_MAX / 16 + 1), 16));
+    ck_assert_int_eq(errno, ENOMEM);
+    errno = 0;
+    ck_assert_ptr_null(realloc(NULL, launder_size(SIZE_MAX)));
+    ck_assert_int_eq(errno, ENOMEM);
+}
+END_TEST
+
+/* Guards free(NULL) (no-op, errno kept) and that free of a valid small, medium or large block
+ * (a large free unmaps) does not change errno. */
+START_TEST(test_free_keeps_errno)
+{
+    errno = 4242;
+    free(NULL);
+    fastmm_free(NULL);
+    ck_assert_int_eq(errno, 4242);
+    static const size_t sizes[] = {0, 100, 2622, 2623, 100000, 558905, 8 << 20};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        void *p = malloc(sizes[i]);
+        void *q = malloc(sizes[i]);
+        ck_assert_ptr_nonnull(p);
+        ck_assert_ptr_nonnull(q);
+        errno = ENOENT;
+        free(p);
+        ck_assert_msg(errno == ENOENT, "free of a %zu-byte block changed errno to %d", sizes[i], errno);
+        errno = EBADF;
+        fastmm_free(q);
+        ck_assert_msg(errno == EBADF, "fastmm_free of a %zu-byte block changed errno to %d", sizes[i], errno);
+    }
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------------ */
+/* Invalid pointers                                                                             */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Event recorder: runs inside the allocator, so it only copies into static storage. */
+static int handler_magic;
+static volatile int ev_count;
+static volatile int ev_bad_user;
+static fastmm_event_type_t ev_type;
+static const void *ev_block;
+static int ev_text_null;
+static char ev_text[8192];
+static int saved_stderr = -1;
+
+static void record_event(const fastmm_event_t *e, void *user)
+{
+    ev_count++;
+    if (user != &handler_magic)
+        ev_bad_user = 1;
+    ev_type = e->type;
+    ev_block = e->block;
+    ev_text_null = e->text == NULL;
+    if (e->text != NULL) {
+        size_t i = 0;
+        for (; i + 1 < sizeof ev_text && e->text[i] != '\0'; i++)
+            ev_text[i] = e->text[i];
+        ev_text[i] = '\0';
+    } else {
+        ev_text[0] = '\0';
+    }
+}
+
+static void reset_events(void)
+{
+    ev_count = 0;
+    ev_bad_user = 0;
+    ev_type = (fastmm_event_type_t)-1;
+    ev_block = NULL;
+    ev_text_null = 0;
+    ev_text[0] = '\0';
+}
+
+/* Sends standard error to /dev/null (the reports are expected) and back. */
+static void quiet_stderr(void)
+{
+    fflush(stderr);
+    saved_stderr = dup(2);
+    int fd = open("/dev/null", O_WRONLY);
+    if (fd >= 0) {
+        dup2(fd, 2);
+        close(fd);
+    }
+}
+
+static void restore_stderr(void)
+{
+    if (saved_stderr >= 0) {
+        fflush(stderr);
+        dup2(saved_stderr, 2);
+        close(saved_stderr);
+        saved_stderr = -1;
+    }
+}
+
+static void continue_setup(void)
+{
+    reset_events();
+    fastmm_set_event_handler(record_event, &handler_magic);
+    fastmm_set_error_action(FASTMM_ON_ERROR_CONTINUE);
+    quiet_stderr();
+}
+
+static void continue_teardown(void)
+{
+    restore_stderr();
+    fastmm_set_error_action(FASTMM_ON_ERROR_ABORT);
+    fastmm_set_event_handler(NULL, NULL);
+}
+
+/* The kinds of pointer the heap does not own. */
+enum bad_kind {
+    BAD_STACK,            /* an address on the stack */
+    BAD_STATIC,           /* a static array */
+    BAD_SMALL_INTERIOR,   /* p + 16 of a live small block (block zero-filled) */
+    BAD_SMALL_FORGED,     /* p + 16 of a live small block filled with 0x0004 words (the bytes before
+                             the pointer look like a small in-use header) */
+    BAD_MEDIUM_INTERIOR,  /* p + 64 of a live medium block */
+    BAD_LARGE_INTERIOR,   /* p + 4096 of a live large block */
+    BAD_FREED_SMALL,      /* a small block already freed (a neighbour keeps its span alive) */
+    BAD_FREED_MEDIUM,     /* a medium block already freed (a neighbour stays live) */
+    BAD_FREED_LARGE,      /* a large block already freed (and unmapped) */
+    BAD_MMAP_START,       /* the first byte of an mmap()ed region */
+    BAD_MMAP_INNER,       /* an address 64 bytes into an mmap()ed region */
+    BAD_KIND_COUNT
+};
+
+static const char *const bad_names[] = {
+    "stack", "static", "small interior", "small interior (forged header)", "medium interior",
+    "large interior", "freed small", "freed medium", "freed large", "mmap start", "mmap inner",
+};
+
+static char static_area[512] __attribute__((aligned(64)));
+
+struct bad_ptr {
+    void *ptr;      /* the pointer to pass */
+    void *owner;    /* a live block to check and free afterwards (or NULL) */
+    size_t owner_size;
+    uint32_t owner_seed;
+    int owner_zero; /* owner content is zero (or the forged pattern when 2) rather than a pattern */
+    void *map;
+    size_t map_len;
+};
+
+static void make_bad(enum bad_kind kind, char *stack_area, struct bad_ptr *b)
+{
+    memset(b, 0, sizeof *b);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    switch (kind) {
+    case BAD_STACK:
+        b->ptr = stack_area + 64;
+        break;
+    case BAD_STATIC:
+        b->ptr = static_area + 64;
+        break;
+    case BAD_SMALL_INTERIOR:
+    case BAD_SMALL_FORGED:
+        b->owner_size = 64;
+        b->owner = malloc(64);
+        ck_assert_ptr_nonnull(b->owner);
+        if (kind == BAD_SMALL_INTERIOR) {
+            memset(b->owner, 0, 64);
+            b->owner_zero = 1;
+        } else {
+            for (int i = 0; i < 32; i++)
+                ((uint16_t *)b->owner)[i] = 0x0004;
+            b->owner_zero = 2;
+        }
+        b->ptr = (char *)b->owner + 16;
+        break;
+    case BAD_MEDIUM_INTERIOR:
+        b->owner_size = 10000;
+        b->owner = malloc(10000);
+        ck_assert_ptr_nonnull(b->owner);
+        memset(b->owner, 0, 10000);
+        b->owner_zero = 1;
+        b->ptr = (char *)b->owner + 64;
+        break;
+    case BAD_LARGE_INTERIOR:
+        b->owner_size = 1 << 20;
+        b->owner = malloc(1 << 20);
+        ck_assert_ptr_nonnull(b->owner);
+        memset(b->owner, 0, 1 << 20);
+        b->owner_zero = 1;
+        b->ptr = (char *)b->owner + 4096;
+        break;
+    case BAD_FREED_SMALL:
+    case BAD_FREED_MEDIUM:
+    case BAD_FREED_LARGE: {
+        size_t n = kind == BAD_FREED_SMALL ? 64 : kind == BAD_FREED_MEDIUM ? 10000 : (1 << 20);
+        void *victim = malloc(n);
+        b->owner_size = n;
+        b->owner = malloc(n);
+        b->owner_seed = (uint32_t)kind;
+        ck_assert_ptr_nonnull(victim);
+        ck_assert_ptr_nonnull(b->owner);
+        fill_pattern(b->owner, n, b->owner_seed);
+        b->ptr = launder_ptr(victim); /* (laundered first: GCC must not see a use after free) */
+        free(victim);
+        break;
+    }
+    case BAD_MMAP_START:
+    case BAD_MMAP_INNER:
+        b->map_len = 2 * page;
+        b->map = mmap(NULL, b->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        ck_assert_ptr_ne(b->map, MAP_FAILED);
+        b->ptr = (char *)b->map + (kind == BAD_MMAP_START ? 0 : 64);
+        break;
+    default:
+        ck_abort_msg("unknown kind %d", (int)kind);
+    }
+    b->ptr = launder_ptr(b->ptr);
+}
+
+/* Fails unless exactly `expect` events have been seen and the last one describes `bad`.
+ * Uses REQUIRE, not ck_assert: a passing ck_assert allocates (Check's mark point), which could
+ * hand a just-freed "bad" block back out between the calls under test. */
+static void assert_event(int expect, const void *bad, const char *op, const char *kind)
+{
+    char hex[32];
+    snprintf(hex, sizeof hex, "%lx", (unsigned long)(uintptr_t)bad);
+    REQUIRE(ev_count == expect, "%s(%s %p): %d events, expected %d", op, kind, bad, ev_count, expect);
+    REQUIRE(!ev_bad_user, "handler got the wrong user pointer");
+    REQUIRE(ev_type == FASTMM_EVENT_INVALID_POINTER, "%s(%s): event type %d, expected INVALID_POINTER", op, kind,
+            (int)ev_type);
+    REQUIRE(ev_block == bad, "%s(%s): event block %p, expected %p", op, kind, ev_block, bad);
+    REQUIRE(!ev_text_null, "%s(%s): event text is NULL", op, kind);
+    REQUIRE(strcasestr(ev_text, "0x") != NULL && strcasestr(ev_text, hex) != NULL,
+            "%s(%s): event text does not show the pointer 0x%s: \"%.300s\"", op, kind, hex, ev_text);
+}
+
+/* Allocates, fills, checks and frees a spread of sizes: the heap still works. */
+static void exercise_heap(void)
+{
+    enum { N = 300 };
+    void *p[N];
+    size_t sz[N];
+    uint64_t rng = 0x1234567;
+    for (int i = 0; i < N; i++) {
+        uint64_t r = xorshift64(&rng);
+        sz[i] = i % 50 == 0 ? 558905 + r % 100000 : i % 10 == 0 ? 2623 + r % 60000 : r % 2623;
+        p[i] = malloc(sz[i]);
+        ck_assert_ptr_nonnull(p[i]);
+        fill_pattern(p[i], sz[i], (uint32_t)i);
+    }
+    for (int i = 0; i < N; i++) {
+        size_t bad = check_pattern(p[i], sz[i], (uint32_t)i);
+        REQUIRE(bad == SIZE_MAX, "heap block %d (%zu bytes) corrupted at %zu", i, sz[i], bad);
+        free(p[i]);
+    }
+}
+
+/* Guards every kind of foreign or stale pointer under FASTMM_ON_ERROR_CONTINUE: free,
+ * realloc and usable_size (both names) each raise one INVALID_POINTER event carrying the
+ * pointer and a text showing it in hex; free is a no-op, realloc returns NULL with EINVAL,
+ * usable_size returns 0; the block the bad pointer points into is left intact and still
+ * freeable, and the heap keeps working. */
+START_TEST(test_invalid_pointer_continue)
+{
+    char stack_area[256] __attribute__((aligned(64)));
+    memset(stack_area, 0, sizeof stack_area);
+    enum bad_kind kind = (enum bad_kind)_i;
+    const char *name = bad_names[kind];
+    struct bad_ptr b;
+    make_bad(kind, stack_area, &b);
+    reset_events();
+
+    free(launder_ptr(b.ptr));
+    assert_event(1, b.ptr, "free", name);
+
+    errno = 0;
+    void *r = realloc(launder_ptr(b.ptr), 100);
+    REQUIRE(r == NULL, "realloc(%s) returned %p", name, r);
+    REQUIRE(errno == EINVAL, "realloc(%s): errno %d, expected EINVAL", name, errno);
+    assert_event(2, b.ptr, "realloc", name);
+
+    size_t u = fastmm_usable_size(launder_ptr(b.ptr));
+    REQUIRE(u == 0, "fastmm_usable_size(%s) = %zu", name, u);
+    assert_event(3, b.ptr, "fastmm_usable_size", name);
+
+    u = malloc_usable_size(launder_ptr(b.ptr));
+    REQUIRE(u == 0, "malloc_usable_size(%s) = %zu", name, u);
+    assert_event(4, b.ptr, "malloc_usable_size", name);
+
+    fastmm_free(launder_ptr(b.ptr));
+    assert_event(5, b.ptr, "fastmm_free", name);
+
+    errno = 0;
+    r = fastmm_realloc(launder_ptr(b.ptr), 5000);
+    REQUIRE(r == NULL, "fastmm_realloc(%s) returned %p", name, r);
+    REQUIRE(errno == EINVAL, "fastmm_realloc(%s): errno %d, expected EINVAL", name, errno);
+    assert_event(6, b.ptr, "fastmm_realloc", name);
+
+    /* The surrounding / neighbouring block is untouched and still a normal block. */
+    if (b.owner != NULL) {
+        ck_assert_uint_eq(fastmm_usable_size(b.owner), fm_expected_usable(b.owner_size));
+        const uint8_t *o = b.owner;
+        if (b.owner_zero == 1) {
+            for (size_t i = 0; i < b.owner_size; i++)
+                REQUIRE(o[i] == 0, "%s: owner byte %zu changed to %#x", name, i, o[i]);
+        } else if (b.owner_zero == 2) {
+            for (int i = 0; i < 32; i++)
+                REQUIRE(((const uint16_t *)o)[i] == 0x0004, "%s: owner word %d changed", name, i);
+        } else {
+            ck_assert_uint_eq(check_pattern(o, b.owner_size, b.owner_seed), SIZE_MAX);
+        }
+        free(b.owner);
+    }
+    if (b.map != NULL) {
+        /* Nothing was written into the foreign mapping. */
+        for (size_t i = 0; i < b.map_len; i++)
+            REQUIRE(((const uint8_t *)b.map)[i] == 0, "%s: mmap byte %zu changed", name, i);
+        munmap(b.map, b.map_len);
+    }
+    exercise_heap();
+    ck_assert_msg(ev_count == 6, "%s: events raised by the valid calls afterwards (%d)", name, ev_count);
+}
+END_TEST
+
+/* Guards the fastmm_error_action getter/setter pair. */
+START_TEST(test_error_action_roundtrip)
+{
+    fastmm_set_error_action(FASTMM_ON_ERROR_CONTINUE);
+    ck_assert_int_eq(fastmm_error_action(), FASTMM_ON_ERROR_CONTINUE);
+    fastmm_set_error_action(FASTMM_ON_ERROR_ABORT);
+    ck_assert_int_eq(fastmm_error_action(), FASTMM_ON_ERROR_ABORT);
+}
+END_TEST
+
+/* Reads at most cap-1 bytes of a file into buf (NUL-terminated). */
+static void slurp(int fd, char *buf, size_t cap)
+{
+    size_t n = 0;
+    lseek(fd, 0, SEEK_SET);
+    while (n + 1 < cap) {
+        ssize_t r = read(fd, buf + n, cap - 1 - n);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    buf[n] = '\0';
+}
+
+static int make_tmp(char *path, size_t cap)
+{
+    const char *dir = getenv("TMPDIR");
+    snprintf(path, cap, "%s/fastmm5-check-XXXXXX", dir != NULL && *dir != '\0' ? dir : "/tmp");
+    int fd = mkstemp(path);
+    ck_assert_msg(fd >= 0, "mkstemp(%s) failed", path);
+    return fd;
+}
+
+/* Guards fastmm_set_event_handler(NULL, ...): the default handler comes back (ours is no longer
+ * called) and the report still goes to standard error. */
+START_TEST(test_handler_null_restores_default)
+{
+    char path[256];
+    int fd = make_tmp(path, sizeof path);
+    restore_stderr();          /* undo the fixture's /dev/null, then point stderr at the file */
+    fflush(stderr);
+    saved_stderr = dup(2);
+    dup2(fd, 2);
+    fastmm_set_event_handler(NULL, NULL);
+    void *bad = launder_ptr(static_area + 128);
+    free(launder_ptr(bad));
+    restore_stderr();
+    ck_assert_int_eq(ev_count, 0);
+    char text[8192];
+    slurp(fd, text, sizeof text);
+    close(fd);
+    unlink(path);
+    ck_assert_msg(strcasestr(text, "invalid pointer") != NULL,
+                  "standard error does not report an invalid pointer: \"%.300s\"", text);
+}
+END_TEST
+
+/* Guards fastmm_set_event_log: the report is written to the named file (and the handler still
+ * runs); NULL goes back to standard error only. */
+START_TEST(test_event_log_file)
+{
+    char path[256];
+    int fd = make_tmp(path, sizeof path);
+    ck_assert(fastmm_set_event_log(path));
+    void *bad = launder_ptr(static_area + 192);
+    free(launder_ptr(bad));
+    ck_assert_int_eq(ev_count, 1);
+    fastmm_set_event_log(NULL);
+    char text[8192], hex[32];
+    snprintf(hex, sizeof hex, "%lx", (unsigned long)(uintptr_t)bad);
+    slurp(fd, text, sizeof text);
+    close(fd);
+    unlink(path);
+    ck_assert_msg(strcasestr(text, "invalid pointer") != NULL, "log file lacks the report: \"%.300s\"", text);
+    ck_assert_msg(strcasestr(text, hex) != NULL, "log file does not show the pointer %s", hex);
+}
+END_TEST
+
+static void no_core_dump(void)
+{
+    struct rlimit rl = {0, 0};
+    setrlimit(RLIMIT_CORE, &rl);
+}
+
+/* Guards the default action (Check's fork mode only): each kind of invalid pointer passed to
+ * free, under FASTMM_ON_ERROR_ABORT, ends the process with SIGABRT. */
+START_TEST(test_invalid_pointer_aborts)
+{
+    char stack_area[256] __attribute__((aligned(64)));
+    memset(stack_area, 0, sizeof stack_area);
+    no_core_dump();
+    struct bad_ptr b;
+    make_bad((enum bad_kind)_i, stack_area, &b);
+    ck_assert_int_eq(fastmm_error_action(), FASTMM_ON_ERROR_ABORT);
+    quiet_stderr();
+    free(b.ptr);
+    restore_stderr();
+    ck_abort_msg("free(%s pointer) returned under FASTMM_ON_ERROR_ABORT", bad_names[_i]);
+}
+END_TEST
+
+/* Guards the default action and where its report goes: a child process that frees a stack
+ * address dies of SIGABRT and its standard error names an invalid pointer and the address.
+ * Forks by itself, so it also runs under CK_FORK=no. */
+START_TEST(test_abort_reports_to_stderr)
+{
+    char stack_area[256] __attribute__((aligned(64)));
+    memset(stack_area, 0, sizeof stack_area);
+    char path[256];
+    int fd = make_tmp(path, sizeof path);
+    void *bad = launder_ptr(stack_area + 64);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        no_core_dump();
+        alarm(30);
+        dup2(fd, 2);
+        fastmm_set_error_action(FASTMM_ON_ERROR_ABORT);
+        free(bad);
+        _exit(0);
+    }
+    int st = 0;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    char text[8192], hex[32];
+    snprintf(hex, sizeof hex, "%lx", (unsigned long)(uintptr_t)bad);
+    slurp(fd, text, sizeof text);
+    close(fd);
+    unlink(path);
+    ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "child status %#x: expected death by SIGABRT", st);
+    ck_assert_msg(strcasestr(text, "invalid pointer") != NULL,
+                  "standard error does not mention an invalid pointer: \"%.300s\"", text);
+    ck_assert_msg(strcasestr(text, hex) != NULL, "standard error does not show the address %s", hex);
+}
+END_TEST
+
+Suite *suite_errors(void)
+{
+    Suite *s = suite_create("errors");
+
+    TCase *tc = tcase_create("errno");
+    tcase_set_timeout(tc, TEST_TIMEOUT);
+    tcase_add_test(tc, test_huge_malloc_enomem);
+    tcase_add_test(tc, test_posix_memalign_errors);
+    tcase_add_test(tc, test_aligned_alloc_errors);
+    tcase_add_test(tc, test_overflow_enomem);
+    tcase_add_test(tc, test_free_keeps_errno);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("invalid_continue");
+    tcase_set_timeout(tc, TEST_TIMEOUT);
+    tcase_add_checked_fixture(tc, continue_setup, continue_teardown);
+    tcase_add_loop_test(tc, test_invalid_pointer_continue, 0, BAD_KIND_COUNT);
+    tcase_add_test(tc, test_handler_null_restores_default);
+    tcase_add_test(tc, test_event_log_file);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("invalid_abort");
+    tcase_set_timeout(tc, TEST_TIMEOUT);
+    tcase_add_test(tc, test_error_action_roundtrip);
+    tcase_add_test(tc, test_abort_reports_to_stderr);
+    /* A test that ends in SIGABRT would take the whole runner down without fork mode. */
+    if (test_forking())
+        tcase_add_loop_test_raise_signal(tc, test_invalid_pointer_aborts, SIGABRT, 0, BAD_KIND_COUNT);
+    suite_add_tcase(s, tc);
+
+    return s;
+}

@@ -1,0 +1,249 @@
+/*
+ * check_suites.h - shared declarations and helpers for the libfastmm5 Check tests.
+ *
+ * The tests are black-box: they use only <fastmm5.h> and the libc allocation names, which the
+ * shared library also exports (the runner links against it, so malloc/free/... are ours too).
+ *
+ * The expected-size helpers below encode FastMM5's 64-bit geometry (reference/fastmm5-facts.md
+ * sections 2.1, 2.2, 2.4, 2.5 and 14); the tests compare the library against them exactly.
+ */
+#ifndef CHECK_SUITES_H
+#define CHECK_SUITES_H
+
+#include <check.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <fastmm5.h>
+
+/* One constructor per module; check_main.c puts them all in one SRunner. */
+Suite *suite_alloc(void);
+Suite *suite_realloc(void);
+Suite *suite_errors(void);
+Suite *suite_threads(void);
+Suite *suite_usage(void);
+Suite *suite_debug(void);
+
+/* Loop counts for the heavy tests: n normally, n / 10 (at least 1) when FASTMM_TEST_SLOW is set
+ * (valgrind runs with CK_FORK=no). Defined in check_main.c. */
+int test_iters(int n);
+/* True when FASTMM_TEST_SLOW is set. */
+int test_slow(void);
+/* True unless CK_FORK=no: tests that must die (abort) are only registered when Check forks. */
+int test_forking(void);
+
+/* Every test case gets this timeout (seconds); CK_TIMEOUT_MULTIPLIER still applies. */
+#define TEST_TIMEOUT 120
+
+/* A failure check for hot loops. ck_assert() reports a "mark point" through Check's pipe on every
+ * success, which is far too slow (and allocates) inside loops of millions of iterations. */
+#define REQUIRE(cond, ...)                  \
+    do {                                    \
+        if (!(cond))                        \
+            ck_abort_msg(__VA_ARGS__);      \
+    } while (0)
+
+/* -------------------------------------------------------------------------------------- */
+/* Compiler barriers: keep GCC from eliding allocations, dead stores before free, or from   */
+/* warning about deliberately bad pointers and sizes.                                       */
+/* -------------------------------------------------------------------------------------- */
+
+static inline void *launder_ptr(void *p)
+{
+    __asm__ volatile("" : "+r"(p));
+    return p;
+}
+
+static inline size_t launder_size(size_t n)
+{
+    __asm__ volatile("" : "+r"(n));
+    return n;
+}
+
+/* Makes every store to memory before this point observable (no dead-store elimination). */
+static inline void escape(const void *p)
+{
+    __asm__ volatile("" : : "r"(p) : "memory");
+}
+
+/* -------------------------------------------------------------------------------------- */
+/* FastMM5 64-bit geometry                                                                  */
+/* -------------------------------------------------------------------------------------- */
+
+#define FM_MAX_SMALL_USER  ((size_t)2622)     /* CMaximumSmallBlockSize - 2 */
+#define FM_MAX_MEDIUM_USER ((size_t)558904)   /* CMaximumMediumBlockSize - 8 */
+#define FM_MIN_MEDIUM_USER ((size_t)2872)     /* CMinimumMediumBlockSize - 8 */
+#define FM_LARGE_GRAN      ((size_t)65536)    /* CLargeBlockGranularity */
+
+static inline size_t fm_round_up(size_t n, size_t m)
+{
+    return (n + m - 1) / m * m;
+}
+
+/* Smallest small class (block size incl. the 2-byte header) with class - 2 >= n; n <= 2622. */
+static inline size_t fm_small_class(size_t n)
+{
+    size_t need = n + 2;
+    if (need <= 320)
+        return need <= 16 ? 16 : fm_round_up(need, 16);        /* 16 .. 320 step 16 */
+    if (need <= 640)
+        return 320 + fm_round_up(need - 320, 32);               /* 352 .. 640 step 32 */
+    if (need <= 1344)
+        return 640 + fm_round_up(need - 640, 64);               /* 704 .. 1344 step 64 */
+    return 1344 + fm_round_up(need - 1344, 128);                /* 1472 .. 2624 step 128 */
+}
+
+/* Medium block size (a bin size, incl. the 8-byte header) for a user size 2623 .. 558904. */
+static inline size_t fm_medium_block(size_t n)
+{
+    size_t s = n + 8;
+    if (s <= 2880)
+        return 2880;
+    if (s <= 101184)
+        return 2880 + fm_round_up(s - 2880, 256);               /* 2880 .. 100928, then 101184 */
+    if (s <= 297792)
+        return 101184 + fm_round_up(s - 101184, 512);           /* .. 297280, then 297792 */
+    return 297792 + fm_round_up(s - 297792, 1024);              /* .. 558912 */
+}
+
+/* Usable size the library must report for a fresh malloc(n). */
+static inline size_t fm_expected_usable(size_t n)
+{
+    if (n <= FM_MAX_SMALL_USER)
+        return fm_small_class(n) - 2;
+    if (n <= FM_MAX_MEDIUM_USER)
+        return fm_medium_block(n) - 8;
+    return fm_round_up(n + 64, FM_LARGE_GRAN) - 64;
+}
+
+/* Usable size after an in-place medium shrink to n (720 <= n < old/2), FastMM5 section 3.2:
+ * n is clamped up to 2872, the block is round_up(n + 8, 64). */
+static inline size_t fm_medium_shrunk_usable(size_t n)
+{
+    if (n < FM_MIN_MEDIUM_USER)
+        n = FM_MIN_MEDIUM_USER;
+    return fm_round_up(n + 8, 64) - 8;
+}
+
+/* -------------------------------------------------------------------------------------- */
+/* Byte patterns                                                                            */
+/* -------------------------------------------------------------------------------------- */
+
+/* Patterns are built from 64-bit words (byte i is byte i % 8 of word i / 8, little-endian) so
+ * filling and checking run at memory speed; every word differs from its neighbours and between
+ * seeds, so a block written over by another shows up wherever the two overlap. */
+static inline uint64_t pat_key(uint32_t seed)
+{
+    uint64_t z = (uint64_t)seed + 0x9E3779B97F4A7C15ULL;   /* splitmix64 */
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t pat_word(uint64_t key, size_t k)
+{
+    uint64_t w = (key ^ (uint64_t)k) * 0x9E3779B97F4A7C15ULL;
+    return w ^ (w >> 29);
+}
+
+/* Byte i of the pattern for key = pat_key(seed). */
+static inline uint8_t pat_byte(uint64_t key, size_t i)
+{
+    return (uint8_t)(pat_word(key, i >> 3) >> (8 * (i & 7)));
+}
+
+static inline void fill_pattern(void *p, size_t n, uint32_t seed)
+{
+    uint8_t *b = (uint8_t *)p;
+    uint64_t key = pat_key(seed);
+    size_t words = n / 8;
+    for (size_t k = 0; k < words; k++) {
+        uint64_t w = pat_word(key, k);
+        memcpy(b + 8 * k, &w, 8);
+    }
+    for (size_t i = words * 8; i < n; i++)
+        b[i] = pat_byte(key, i);
+}
+
+/* Offset of the first byte in [0, n) that does not hold the pattern, or SIZE_MAX. */
+static inline size_t check_pattern(const void *p, size_t n, uint32_t seed)
+{
+    const uint8_t *b = (const uint8_t *)p;
+    uint64_t key = pat_key(seed);
+    size_t words = n / 8;
+    for (size_t k = 0; k < words; k++) {
+        uint64_t w;
+        memcpy(&w, b + 8 * k, 8);
+        if (w != pat_word(key, k)) {
+            for (size_t i = 8 * k;; i++)
+                if (b[i] != pat_byte(key, i))
+                    return i;
+        }
+    }
+    for (size_t i = words * 8; i < n; i++)
+        if (b[i] != pat_byte(key, i))
+            return i;
+    return SIZE_MAX;
+}
+
+/* Sparse patterns for the thread tests: blocks up to 16 KiB are filled completely; bigger ones
+ * get their first 4 KiB, one byte per stride and their last byte. The stride is 256 up to
+ * 64 KiB, one page for the rest of the medium range, and 64 KiB for large blocks: those are
+ * fresh mappings, and a page fault is what a large block costs most (tens of microseconds on
+ * some virtual machines). */
+static inline size_t sparse_stride(size_t n)
+{
+    return n <= 65536 ? 256 : n <= FM_MAX_MEDIUM_USER ? 4096 : 65536;
+}
+
+static inline void fill_sparse(void *p, size_t n, uint32_t seed)
+{
+    uint8_t *b = (uint8_t *)p;
+    uint64_t key = pat_key(seed);
+    if (n <= 16384) {
+        fill_pattern(p, n, seed);
+        return;
+    }
+    size_t stride = sparse_stride(n);
+    fill_pattern(p, 4096, seed);
+    for (size_t i = 4096; i < n; i += stride)
+        b[i] = pat_byte(key, i);
+    b[n - 1] = pat_byte(key, n - 1);
+}
+
+/* Checks the sparse pattern of a block originally filled with n bytes, within its first
+ * limit bytes (limit < n after a shrinking realloc). Returns the bad offset or SIZE_MAX. */
+static inline size_t check_sparse(const void *p, size_t n, size_t limit, uint32_t seed)
+{
+    const uint8_t *b = (const uint8_t *)p;
+    uint64_t key = pat_key(seed);
+    if (limit > n)
+        limit = n;
+    if (n <= 16384)
+        return check_pattern(p, limit, seed);
+    size_t stride = sparse_stride(n);
+    size_t bad = check_pattern(p, limit < 4096 ? limit : 4096, seed);
+    if (bad != SIZE_MAX)
+        return bad;
+    for (size_t i = 4096; i < limit; i += stride)
+        if (b[i] != pat_byte(key, i))
+            return i;
+    if (n - 1 < limit && b[n - 1] != pat_byte(key, n - 1))
+        return n - 1;
+    return SIZE_MAX;
+}
+
+/* xorshift64* for the random tests (deterministic per seed). */
+static inline uint64_t xorshift64(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+#endif /* CHECK_SUITES_H */
