@@ -153,6 +153,141 @@ FASTMM_API void fastmm_get_contention(fastmm_contention_t *out);
 /* Writes the usage summary (the FASTMM5_STATS=1 report) to a file descriptor. */
 FASTMM_API void fastmm_write_usage_report(int fd);
 
+/* ===================================================================================== */
+/* 5b. Heap walk, per-class state, state log, JSON (issue 8; lib/walk.c).                 */
+/* ===================================================================================== */
+
+/* Block types, also used as bits of fastmm_walk_options_t.types (FastMM5's
+ * TFastMM_WalkAllocatedBlocksBlockType). The spans are records of their own: a MEDIUM_SPAN is an
+ * OS mapping that holds medium blocks (its blocks follow its record), a SMALL_SPAN is a medium
+ * block that holds the small blocks of one class (its blocks follow its record). */
+typedef enum fastmm_block_type {
+    FASTMM_BLOCK_SMALL = 0x01,
+    FASTMM_BLOCK_MEDIUM = 0x02,
+    FASTMM_BLOCK_LARGE = 0x04,
+    FASTMM_BLOCK_SMALL_SPAN = 0x08,
+    FASTMM_BLOCK_MEDIUM_SPAN = 0x10,
+} fastmm_block_type_t;
+#define FASTMM_BLOCK_ALL_TYPES 0x1fu
+
+/* One record per block (FastMM5's TFastMM_WalkAllocatedBlocks_BlockInfo). */
+typedef struct fastmm_block_info {
+    const void *address;        /* the user pointer; for a debug block the pointer past its 64-byte
+                                 * debug header (what malloc returned); a span's start */
+    size_t usable_size;         /* usable bytes; a debug block: its requested size */
+    size_t block_size;          /* bytes the block occupies, headers included (a debug block: the
+                                 * underlying block); a span: its size */
+    fastmm_block_type_t type;
+    bool free;                  /* free; also a block waiting in a thread cache or a pending-free
+                                 * list (FastMM5 counts pending frees as used, libfastmm5 counts
+                                 * cached and pending blocks as free) */
+    bool debug;                 /* allocated in debug mode: the fields below are filled in */
+    unsigned arena;
+    size_t span_unused_bytes;   /* spans: bytes not yet handed out by the sequential feed */
+    size_t small_block_size;    /* small blocks and small spans: the class's block size */
+    /* Debug blocks only (0 / NULL otherwise): */
+    uint32_t allocation_number;
+    uint32_t allocation_group;  /* non-debug blocks are group 0 */
+    size_t requested_size;
+    uint32_t allocated_by_thread;  /* Linux thread id (gettid) */
+    uint32_t freed_by_thread;      /* free debug blocks */
+    const uintptr_t *allocation_stack; /* stack_depth return addresses (0 for unused entries) */
+    const uintptr_t *free_stack;       /* free debug blocks; NULL otherwise */
+    unsigned stack_depth;
+} fastmm_block_info_t;
+
+/* Called once per block that passes the filters. It runs while the block's arena is locked:
+ * it must not allocate, free, or call back into libfastmm5 (copy what it needs). */
+typedef void (*fastmm_walk_callback_t)(const fastmm_block_info_t *block, void *user);
+
+typedef struct fastmm_walk_options {
+    unsigned types;             /* FASTMM_BLOCK_* bits; 0 means all types */
+    bool used_only;             /* skip free blocks (FastMM5's default: true) */
+    uint32_t min_group;         /* allocation-group range; non-debug blocks are group 0, and */
+    uint32_t max_group;         /* span records are only reported while min_group is 0 */
+    unsigned lock_timeout_ms;   /* how long to wait for each busy arena or span (1000) */
+} fastmm_walk_options_t;
+/* The defaults (options == NULL): every type, used blocks only, every group, 1 second. */
+#define FASTMM_WALK_OPTIONS_INIT {0u, true, 0u, UINT32_MAX, 1000u}
+
+/* Calls back for every block of the heap: large blocks first, then each medium span followed by
+ * its blocks (small spans followed by their small blocks). Safe while other threads allocate
+ * and free (they wait for the arena being walked). Returns false if some arena or span could
+ * not be locked within the timeout and was skipped (a small span whose lock timed out is
+ * reported as a plain medium block). */
+FASTMM_API bool fastmm_walk_blocks(fastmm_walk_callback_t callback, void *user, const fastmm_walk_options_t *options);
+
+/* Per-size-class state (FastMM5's TFastMM_MemoryManagerState). Blocks in thread caches and
+ * pending-free lists count as not in use here (FastMM5 counts pending frees as used). */
+#define FASTMM_MAX_SMALL_CLASSES 64
+typedef struct fastmm_small_class_state {
+    size_t block_size;          /* the class's block size, its 2-byte header included */
+    size_t usable_size;         /* block_size - 2 */
+    size_t blocks_in_use;
+    size_t reserved_bytes;      /* sum of the sizes of this class's spans */
+} fastmm_small_class_state_t;
+typedef struct fastmm_kind_state {
+    size_t blocks_in_use;
+    size_t bytes_in_use;        /* usable bytes */
+    size_t reserved_bytes;      /* medium: medium spans minus the small spans in them; large: mapped */
+} fastmm_kind_state_t;
+typedef struct fastmm_state {
+    unsigned small_class_count; /* 61 on 64-bit, 51 on 32-bit; sorted by block size */
+    fastmm_small_class_state_t small[FASTMM_MAX_SMALL_CLASSES];
+    fastmm_kind_state_t medium;
+    fastmm_kind_state_t large;
+    bool complete;              /* false if some arena was skipped on the lock timeout */
+} fastmm_state_t;
+/* Fills *state from one walk of the heap; returns state->complete. */
+FASTMM_API bool fastmm_get_state(fastmm_state_t *state);
+
+/* FastMM5's LogStateToFile: truncates `path` and writes the usage summary, then the used blocks
+ * grouped by block kind and usable size, sorted by total bytes (descending). False if the file
+ * cannot be written. */
+FASTMM_API bool fastmm_log_state(const char *path);
+
+/* Writes one JSON object on one line to a file descriptor; FASTMM5_STATS=json writes it at
+ * exit (tools/fastmm5-stats prints it as a table). Members: library, version, upstream_version,
+ * pid; usage {allocated_bytes, overhead_bytes, efficiency_percent, os_memory_bytes,
+ * os_memory_peak_bytes}; state {complete, small_classes [{block_size, usable_size,
+ * blocks_in_use, reserved_bytes}...], medium and large {blocks_in_use, bytes_in_use,
+ * reserved_bytes}} (fastmm_get_state); contention {small, medium, large}; options {strategy,
+ * medium_span_bytes, memory_limit_bytes, min_alignment, debug_mode, debug_options, stack_depth,
+ * on_error, kernels, report_leaks, stats}. Members may be added, never removed. */
+FASTMM_API void fastmm_write_json(int fd);
+
+/* ===================================================================================== */
+/* 6. Tuning (issue 8; lib/tuning.c). Each is also settable through FASTMM5_* variables.   */
+/* ===================================================================================== */
+
+/* FastMM5's optimization strategy: medium spans of 4 MiB (speed), 3 MiB (balanced, default) or
+ * 1.5 MiB (low memory, which also gives every empty medium span back to the OS at once). A switch
+ * applies to the spans created after it. FASTMM5_STRATEGY=speed|balanced|low-memory. */
+typedef enum fastmm_strategy {
+    FASTMM_STRATEGY_SPEED,
+    FASTMM_STRATEGY_BALANCED,
+    FASTMM_STRATEGY_LOW_MEMORY,
+} fastmm_strategy_t;
+FASTMM_API bool fastmm_set_strategy(fastmm_strategy_t strategy); /* false for an unknown value */
+FASTMM_API fastmm_strategy_t fastmm_strategy(void);
+
+/* Memory usage limit on the OS memory the heap holds (fastmm_os_memory), 0 = unlimited (the
+ * default). The first time it is hit FastMM5's grace amount (32 MiB) is added to it once, so
+ * that the program can still shut down; fastmm_memory_limit() then reports the raised value.
+ * Allocations beyond it fail with NULL and errno ENOMEM. Setting a limit re-arms the grace.
+ * FASTMM5_MEMORY_LIMIT=<bytes>[K|M|G]. */
+FASTMM_API void fastmm_set_memory_limit(size_t bytes);
+FASTMM_API size_t fastmm_memory_limit(void);
+
+/* Nested minimum alignment (FastMM5's EnterMinimumAddressAlignment): while any request for an
+ * alignment is active, every new block is aligned to the coarsest one requested. 8, 16, 32 or
+ * 64; medium and large blocks are always 64-byte aligned, so only the small classes used
+ * change. enter/exit return false for another value (or an exit without its enter).
+ * FASTMM5_MIN_ALIGNMENT=8|16|32|64 enters one level at start-up. */
+FASTMM_API bool fastmm_alignment_enter(unsigned alignment);
+FASTMM_API bool fastmm_alignment_exit(unsigned alignment);
+FASTMM_API unsigned fastmm_alignment(void); /* the alignment in force (FASTMM_MIN_ALIGNMENT at least) */
+
 #ifdef __cplusplus
 }
 #endif

@@ -18,7 +18,7 @@ void fm_ensure_init(void)
 
 /* ---- classification ---- */
 
-fm_block_ref_t fm_block_classify(const void *p)
+static fm_block_ref_t classify(const void *p)
 {
     fm_block_ref_t ref = {FM_BLOCK_INVALID, NULL, NULL};
     uintptr_t entry = fm_pagemap_lookup(p);
@@ -46,6 +46,16 @@ fm_block_ref_t fm_block_classify(const void *p)
     } else if (((uintptr_t)p & 63u) == 0 && fm_medium_validate(p, span) && !fm_medium_header_of(p)->is_small_span) {
         ref.kind = FM_BLOCK_MEDIUM, ref.owner = span;
     }
+    return ref;
+}
+
+fm_block_ref_t fm_block_classify(const void *p)
+{
+    if (FM_LIKELY(!fm_track_on))
+        return classify(p);
+    fm_track_quiet(true);
+    fm_block_ref_t ref = classify(p);
+    fm_track_quiet(false);
     return ref;
 }
 
@@ -100,6 +110,14 @@ void fm_free_classified(void *p, fm_block_ref_t ref)
 
 /* ---- allocation ---- */
 
+/* Tells memcheck about a new plain block (track.h); returns it. */
+void *fm_track_new(void *p, size_t size, bool zeroed)
+{
+    if (FM_UNLIKELY(fm_track_on) && p != NULL)
+        fm_track_alloc(p, size, fm_block_usable(p, fm_block_classify(p)), zeroed);
+    return p;
+}
+
 /* through_cache: small blocks may come from this thread's cache. Debug blocks do not use it, so
  * that a freed debug block is the first one reused (LIFO), as in FastMM5: a write after free
  * is then caught at the next allocation of that size. */
@@ -136,7 +154,8 @@ static void *alloc_small_aligned(size_t size, size_t alignment)
 void *fm_alloc_aligned(size_t alignment, size_t size)
 {
     if (alignment <= FM_MIN_ALIGN)
-        return fm_load_relaxed(&fm_debug_on) ? fm_debug_alloc(size, FM_DEBUG_FILL_ALLOCATED) : fm_alloc(size);
+        return fm_load_relaxed(&fm_debug_on) ? fm_debug_alloc(size, FM_DEBUG_FILL_ALLOCATED)
+                                             : fm_track_new(fm_alloc(size), size, false);
     fm_ensure_init();
     void *p = NULL;
     if (size > (size_t)PTRDIFF_MAX - alignment)
@@ -151,7 +170,7 @@ void *fm_alloc_aligned(size_t alignment, size_t size)
         p = fm_large_alloc(size, alignment);
     if (p == NULL)
         errno = ENOMEM;
-    return p;
+    return fm_track_new(p, size, false);
 }
 
 /* ---- public entry points (section 1); override.c maps the C library names onto these ---- */
@@ -161,29 +180,35 @@ FM_EXPORT void *fastmm_malloc(size_t size)
 {
     fm_tcache_t *tc = fm_tcache_current;
     if (FM_LIKELY(size <= FM_SMALL_MAX_USER && FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_debug_on))) {
-        fm_tcache_bin_t *bin = &tc->bins[fm_small_class_of(size)];
+        unsigned c = fm_small_class_of(size);
+        fm_tcache_bin_t *bin = &tc->bins[c];
         void *b = bin->head;
         if (FM_LIKELY(b != NULL)) {
             bin->head = *(void **)b;
             bin->count--;
             *fm_flags_of(b) = (uint16_t)(*fm_flags_of(b) & ~FM_FLAG_FREE);
+            fm_track_alloc(b, size, fm_small_class_sizes[c] - 2u, false);
             return b;
         }
     }
     if (fm_load_relaxed(&fm_debug_on))
         return fm_debug_alloc(size, FM_DEBUG_FILL_ALLOCATED);
-    return fm_alloc(size);
+    return fm_track_new(fm_alloc(size), size, false);
 }
 
 static FM_NOINLINE void free_slow(void *p, fm_block_ref_t ref)
 {
     int saved = errno; /* free never changes errno (POSIX 2024, glibc) */
-    if (ref.kind == FM_BLOCK_INVALID)
+    if (ref.kind == FM_BLOCK_INVALID) {
         fm_debug_free_or_report(p, ref); /* a debug block, a freed one, or nothing of ours */
-    else if (*fm_flags_of(p) & FM_FLAG_DEBUG_INFO)
-        fm_event_invalid_pointer("free", p, "it points 64 bytes before a debug block's user data");
-    else
+    } else if (*fm_flags_of(p) & (FM_FLAG_DEBUG_INFO | FM_FLAG_FREE)) {
+        fm_event_invalid_pointer("free", p, *fm_flags_of(p) & FM_FLAG_FREE
+                                                ? "the block was already freed"
+                                                : "it points 64 bytes before a debug block's user data");
+    } else {
+        fm_track_free(p, fm_block_usable(p, ref), ref.kind == FM_BLOCK_MEDIUM, false);
         fm_free_classified(p, ref);
+    }
     errno = saved;
 }
 
@@ -200,6 +225,7 @@ FM_EXPORT void fastmm_free(void *p)
         if (FM_LIKELY((flags & (FM_FLAG_FREE | FM_FLAG_DEBUG_INFO)) == 0)) {
             unsigned c = ((fm_small_span_t *)ref.owner)->manager->class_index;
             fm_tcache_bin_t *bin = &tc->bins[c];
+            fm_track_free(p, fm_small_class_sizes[c] - 2u, false, false);
             *fm_flags_of(p) = (uint16_t)(flags | FM_FLAG_FREE);
             *(void **)p = bin->head;
             bin->head = p;
@@ -220,9 +246,9 @@ FM_EXPORT void *fastmm_calloc(size_t count, size_t size)
     }
     if (fm_load_relaxed(&fm_debug_on))
         return fm_debug_alloc(total, 0);
-    void *p = fm_alloc(total);
-    /* large blocks are fresh mappings, already zero */
-    if (p != NULL && total <= FM_MEDIUM_MAX_USER)
+    bool fresh = total > FM_MEDIUM_MAX_USER; /* large blocks are fresh mappings, already zero */
+    void *p = fm_track_new(fm_alloc(total), total, fresh);
+    if (p != NULL && !fresh)
         memset(p, 0, total);
     return p;
 }
@@ -286,5 +312,5 @@ FM_EXPORT size_t fastmm_usable_size(const void *p)
         fm_event_invalid_pointer("malloc_usable_size", p, "the block was already freed");
         return 0;
     }
-    return fm_block_usable(p, ref);
+    return fm_track_usable(p, fm_block_usable(p, ref));
 }

@@ -352,16 +352,30 @@ void *fm_debug_alloc(size_t size, int fill)
     char *outer = fm_alloc_uncached(size + overhead(depth));
     if (outer == NULL)
         return NULL;
+    fm_track_internal(outer, size + overhead(depth));
+    bool zeroed = fill == 0;
     if (fill == 0 && size + overhead(depth) > FM_MEDIUM_MAX_USER)
         fill = -1; /* large blocks are fresh mappings: already zero */
-    return init_block(outer, size, depth, fill);
+    void *user = init_block(outer, size, depth, fill);
+    fm_track_alloc(user, size, size, zeroed);
+    return user;
 }
 
 /* ---- classification of debug user pointers ---- */
 
 /* A live or freed debug block's user pointer: its outer block must be a block of this heap
  * carrying DEBUG_INFO, and the word before it must be a debug flag word. */
+static bool classify_debug(const void *p, fm_block_ref_t *outer_ref);
+
 bool fm_debug_classify(const void *p, fm_block_ref_t *outer_ref)
+{
+    fm_track_quiet(true);
+    bool found = classify_debug(p, outer_ref);
+    fm_track_quiet(false);
+    return found;
+}
+
+static bool classify_debug(const void *p, fm_block_ref_t *outer_ref)
 {
     if (((uintptr_t)p & (FM_MIN_ALIGN - 1)) != 0)
         return false;
@@ -378,7 +392,17 @@ bool fm_debug_classify(const void *p, fm_block_ref_t *outer_ref)
 
 /* Whether a pointer that is no live block looks like a freed debug block (for the double-free
  * and realloc-of-freed reports): mapped by this heap, with an intact header flagged freed. */
+static bool looks_like_freed_debug_block_quietly(const void *p);
+
 static bool looks_like_freed_debug_block(const void *p)
+{
+    fm_track_quiet(true);
+    bool found = looks_like_freed_debug_block_quietly(p);
+    fm_track_quiet(false);
+    return found;
+}
+
+static bool looks_like_freed_debug_block_quietly(const void *p)
 {
     if (((uintptr_t)p & (FM_MIN_ALIGN - 1)) != 0 || fm_pagemap_lookup((const char *)p - HEADER_SIZE) == 0 ||
         fm_pagemap_lookup(p) == 0)
@@ -481,6 +505,7 @@ static void free_debug_block(void *p, fm_block_ref_t ref, const char *operation)
     debug_header_t *h = header_of(p);
     if (!verify_live(h, operation))
         return; /* quarantined: never freed, reused or merged */
+    fm_track_free(p, h->user_size, false, true); /* the debug checks read the freed contents */
     /* While the block is rewritten, a concurrent scan sees no DEBUG_INFO and leaves it alone. */
     *outer_flags(h) = (uint16_t)(*outer_flags(h) & ~FM_FLAG_DEBUG_INFO);
     h->freed_by_thread = fm_os_thread_id();
@@ -542,7 +567,11 @@ static void *realloc_debug_block(void *p, fm_block_ref_t outer, size_t size)
     if (capacity - HEADER_SIZE - foot >= size) {
         /* in place: move the footer to the new end (FastMM5 keeps grown bytes unfilled) */
         *outer_flags(h) = (uint16_t)(*outer_flags(h) & ~FM_FLAG_DEBUG_INFO);
-        memmove((unsigned char *)(h + 1) + size, footer_of(h), foot);
+        unsigned char *new_footer = (unsigned char *)(h + 1) + size;
+        fm_track_internal(new_footer, foot); /* may be slack memcheck was told is inaccessible */
+        memmove(new_footer, footer_of(h), foot);
+        fm_track_resize(p, size, size);
+        fm_track_internal(new_footer, foot);
         h->user_size = size;
         h->header_checksum = header_checksum(h);
         *outer_flags(h) = (uint16_t)(*outer_flags(h) | FM_FLAG_DEBUG_INFO);
@@ -555,11 +584,13 @@ static void *realloc_debug_block(void *p, fm_block_ref_t outer, size_t size)
     char *outer_new = fm_alloc_uncached(size + overhead(h->stack_depth));
     if (outer_new == NULL)
         return NULL;
+    fm_track_internal(outer_new, size + overhead(h->stack_depth));
     /* the new block keeps the allocation number, trace, thread and time */
     debug_header_t *n = (debug_header_t *)outer_new;
     memcpy((char *)n + offsetof(debug_header_t, header_checksum), (char *)h + offsetof(debug_header_t, header_checksum),
            HEADER_SIZE - offsetof(debug_header_t, header_checksum));
     n->user_size = size;
+    fm_track_alloc(n + 1, size, size, false); /* before the copy, so memcheck copies definedness */
     memcpy(n + 1, h + 1, h->user_size < size ? h->user_size : size);
     memcpy(footer_of(n), footer_of(h), foot);
     set_checksums(n);
@@ -601,8 +632,10 @@ void *fm_debug_realloc_plain(void *p, fm_block_ref_t ref, size_t size)
     void *n = fm_debug_alloc(size, -1);
     if (n == NULL)
         return NULL;
-    size_t old = fm_block_usable(p, ref);
+    size_t usable = fm_block_usable(p, ref);
+    size_t old = fm_track_usable(p, usable);
     memcpy(n, p, old < size ? old : size);
+    fm_track_free(p, usable, ref.kind == FM_BLOCK_MEDIUM, false);
     fm_free_classified(p, ref);
     return n;
 }
@@ -627,8 +660,11 @@ bool fm_debug_scan_block(const void *outer, bool freed)
     for (int attempt = 0; attempt < SCAN_RETRIES; attempt++) {
         if (!(fm_load_relaxed(outer_flags(h)) & FM_FLAG_DEBUG_INFO))
             return false;
-        if (freed)
+        if (freed) {
             problem = freed_block_problem(h);
+            if (problem == FASTMM_EVENT_MODIFIED_AFTER_FREE)
+                break; /* nobody rewrites a freed block: no retry (FastMM5 4.8) */
+        }
         else if (!header_ok(h))
             problem = FASTMM_EVENT_HEADER_CORRUPTION;
         else if (h->flags == FLAGS_IN_USE && !footer_ok(h))
@@ -637,6 +673,8 @@ bool fm_debug_scan_block(const void *outer, bool freed)
             problem = -1;
         if (problem < 0)
             return false;
+        if (problem == FASTMM_EVENT_MODIFIED_AFTER_FREE)
+            break;
         fm_os_yield();
     }
     raise_block_event((fastmm_event_type_t)problem, h, "fastmm_debug_scan");
@@ -712,4 +750,26 @@ FM_EXPORT size_t fastmm_debug_scan(void)
 {
     fm_ensure_init();
     return fm_medium_visit_debug_blocks(fm_debug_scan_block) + fm_large_visit_debug_blocks(fm_debug_scan_block);
+}
+
+/* ---- for walk.c (issue 8, appended): everything a debug block records ---- */
+
+/* False unless `outer` carries DEBUG_INFO and an intact header. The traces point into the
+ * block's footer; free_trace is NULL for a block in use. */
+bool fm_debug_block_details(const void *outer, fm_debug_details_t *out)
+{
+    const debug_header_t *h = outer;
+    if (!(*fm_flags_of(outer) & FM_FLAG_DEBUG_INFO) || !header_ok(h))
+        return false;
+    bool freed = h->flags == FLAGS_FREED;
+    out->user_size = h->user_size;
+    out->allocation_number = h->allocation_number;
+    out->allocation_group = h->allocation_group;
+    out->allocated_by_thread = h->allocated_by_thread;
+    out->freed_by_thread = freed ? h->freed_by_thread : 0;
+    out->allocation_trace = (const uintptr_t *)trace_at(h, false);
+    out->free_trace = freed ? (const uintptr_t *)trace_at(h, true) : NULL;
+    out->depth = h->stack_depth;
+    out->freed = freed;
+    return true;
 }

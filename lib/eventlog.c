@@ -53,6 +53,7 @@ void fm_report_dec(fm_report_t *r, uint64_t v) { report_digits(r, v, 10, 1); }
 /* FastMM5's dump: 32 bytes a line, hex then ASCII (33..126 printable, else '.'). */
 void fm_report_dump(fm_report_t *r, const void *p, size_t n)
 {
+    fm_track_internal((void *)p, n); /* under memcheck: a dump reads whatever is there */
     const unsigned char *b = p;
     for (size_t line = 0; line < n; line += 32) {
         fm_report_str(r, "\n  ");

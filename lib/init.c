@@ -27,6 +27,15 @@ static void before_fork(void)
     fm_large_lock_all();
 }
 
+static void after_fork_in_child(void)
+{
+    fm_os_forget_thread_id();
+    fm_large_unlock_all();
+    fm_medium_unlock_all();
+    fm_small_unlock_all();
+    fm_event_unlock();
+}
+
 static void after_fork(void)
 {
     fm_large_unlock_all();
@@ -45,13 +54,14 @@ void fm_init_once(void)
         fm_kernels_init(fm_options.disable_asm);
         fm_tcache_init();
         fm_debug_init();
+        fm_track_init();
         fm_store_release(&fm_ready, true);
         fm_tcache_init_key();
     }
     fm_lock_release(&init_lock);
     if (!fm_load_acquire(&atfork_registered)) {
         fm_store_release(&atfork_registered, true);
-        pthread_atfork(before_fork, after_fork, after_fork);
+        pthread_atfork(before_fork, after_fork, after_fork_in_child);
     }
 }
 
@@ -64,6 +74,9 @@ static void apply_start_options(void)
     applied = true;
     if (fm_options.debug_at_start)
         fastmm_debug_enter();
+    fm_tuning_start(); /* FASTMM5_MIN_ALIGNMENT */
+    if (fm_options.verbose)
+        fm_options_describe(2);
 }
 
 /* The environment may not have existed at the first allocation: read the options now. */
@@ -87,6 +100,9 @@ __attribute__((destructor)) static void at_exit(void)
     if (fm_options.stats_at_exit) {
         fm_tcache_flush_current();
         fastmm_process_pending_frees();
-        fastmm_write_usage_report(report_fd);
+        if (fm_options.stats_json)
+            fastmm_write_json(report_fd); /* FASTMM5_STATS=json (walk.c) */
+        else
+            fastmm_write_usage_report(report_fd);
     }
 }

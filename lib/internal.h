@@ -20,6 +20,7 @@
 #include "os.h"
 #include "layout.h"
 #include "kernels.h"
+#include "track.h"
 
 #include <fastmm5.h>
 
@@ -53,10 +54,13 @@ typedef struct fm_options {
     bool disable_asm;
     bool debug_at_start;
     bool report_leaks;
+    bool stats_json;        /* FASTMM5_STATS=json: the exit report is fastmm_write_json (walk.c) */
+    unsigned min_alignment; /* FASTMM5_MIN_ALIGNMENT, applied by fm_tuning_start (0: none) */
 } fm_options_t;
 extern fm_options_t fm_options;
 bool fm_options_init(void);
 size_t fm_options_medium_span_size(void);
+void fm_options_describe(int fd);
 
 /* ---- eventlog.c: reports to standard error / the log file / the handler ---- */
 typedef struct fm_report {
@@ -82,6 +86,31 @@ typedef struct fm_usage_detail {
     size_t medium_used_blocks, medium_used_bytes, medium_free_bytes, medium_span_bytes;
     size_t large_blocks, large_used_bytes, large_mapped_bytes;
 } fm_usage_detail_t;
+/* ---- the heap walk (medium.c walks medium spans and the small spans inside them, large.c
+ * the large blocks) ---- */
+typedef enum fm_walk_kind {
+    FM_WALK_SMALL_BLOCK,
+    FM_WALK_MEDIUM_BLOCK,
+    FM_WALK_LARGE_BLOCK,
+    FM_WALK_SMALL_SPAN,  /* a medium block holding small blocks; its blocks follow */
+    FM_WALK_MEDIUM_SPAN, /* an OS mapping of medium blocks; its blocks follow */
+} fm_walk_kind_t;
+typedef struct fm_walk_record {
+    void *block;             /* a block's user pointer (the outer block of a debug block); a span's start */
+    size_t block_size;       /* bytes it occupies, headers included */
+    size_t usable;           /* usable bytes (blocks) */
+    uint16_t flags;          /* the flag word */
+    fm_walk_kind_t kind;
+    unsigned arena;
+    bool free;               /* free, queued or cached (flagged FREE), or unbinned free space */
+    size_t unfed_bytes;      /* spans: bytes not yet handed out by the sequential feed */
+    size_t small_block_size; /* small blocks and small spans: the class size */
+} fm_walk_record_t;
+typedef void (*fm_walk_visit_t)(const fm_walk_record_t *record, void *arg);
+/* False if some arena or span could not be locked before deadline_ms (fm_os_time_ms clock). */
+bool fm_medium_walk(fm_walk_visit_t visit, void *arg, uint64_t deadline_ms);
+bool fm_large_walk(fm_walk_visit_t visit, void *arg, uint64_t deadline_ms);
+
 /* ---- small.c ---- */
 extern fm_small_manager_t fm_small_managers[FM_SMALL_ARENAS][FM_SMALL_CLASS_COUNT];
 void fm_small_init(void);
@@ -164,6 +193,7 @@ size_t fm_block_usable(const void *p, fm_block_ref_t ref);
 bool fm_block_mark_free(void *p); /* in use -> free, atomically; false if it was already free */
 void *fm_alloc(size_t size);
 void *fm_alloc_uncached(size_t size);
+void *fm_track_new(void *p, size_t size, bool zeroed);
 void *fm_alloc_aligned(size_t alignment, size_t size);
 void fm_free_classified(void *p, fm_block_ref_t ref);
 void fm_ensure_init(void);
@@ -190,6 +220,14 @@ bool fm_debug_scan_block(const void *outer, bool freed);
 bool fm_debug_block_info(const void *outer, size_t *user_size, uint32_t *number, const uintptr_t **trace,
                          unsigned *depth);
 void fm_debug_report_leak_block(fm_report_t *r, const void *outer);
+typedef struct fm_debug_details {
+    size_t user_size;
+    uint32_t allocation_number, allocation_group, allocated_by_thread, freed_by_thread;
+    const uintptr_t *allocation_trace, *free_trace; /* free_trace: NULL unless freed */
+    unsigned depth;
+    bool freed;
+} fm_debug_details_t;
+bool fm_debug_block_details(const void *outer, fm_debug_details_t *out);
 
 /* ---- leaks.c ---- */
 size_t fm_leak_check_at_exit(void);
@@ -199,6 +237,16 @@ void *fm_realloc(void *p, size_t size);
 
 /* ---- usage.c ---- */
 void fm_usage_collect(fm_usage_detail_t *d);
+
+/* ---- walk.c: the public heap walk and what is built on it (state, state log, JSON) ---- */
+const char *fm_walk_strategy_name(unsigned strategy);
+
+/* ---- tuning.c: strategy, memory limit, nested minimum alignment ---- */
+/* The minimum alignment in force (16 on 64-bit unless a coarser one was entered). tuning.c
+ * applies it by rebuilding fm_small_lookup, so that fm_small_class_of honours it. */
+unsigned fm_tuning_min_alignment(void);
+void fm_tuning_start(void); /* from init.c once the options are read: FASTMM5_MIN_ALIGNMENT */
+bool fm_tuning_parse_size(const char *s, size_t *out); /* "<n>[K|M|G]" for FASTMM5_MEMORY_LIMIT */
 
 /* ---- init.c ---- */
 void fm_init_once(void);

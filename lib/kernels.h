@@ -1,6 +1,7 @@
 /*
  * kernels.h - the one dispatch point for the byte kernels (fill, check-fill, copy). The portable C
- * versions live in kernels.c; assembly versions (asm/) are chosen at initialization.
+ * versions ("C twins") live in kernels.c; the assembly versions (asm/<host>/ *.S files, SSE2) are chosen
+ * once, at initialization, by fm_kernels_init().
  */
 #ifndef FM_KERNELS_H
 #define FM_KERNELS_H
@@ -11,11 +12,36 @@ typedef struct fm_kernels {
     void (*fill)(void *p, uint8_t byte, size_t n);
     /* Returns true if all n bytes equal `byte`. Must read nothing outside [p, p + n). */
     bool (*check_fill)(const void *p, uint8_t byte, size_t n);
+    /* memcpy semantics: the ranges must not overlap. */
     void (*copy)(void *dst, const void *src, size_t n);
 } fm_kernels_t;
 
 extern fm_kernels_t fm_kernels;
+
+/* Picks the kernels: the assembly ones where they are built (FASTMM_HAVE_ASM), the CPU has
+ * them (i386: cpuid says SSE2) and disable_asm (FASTMM5_DISABLE_ASM=1) is false; else the C
+ * twins. May be called again (the tests do); every set computes the same results. */
 void fm_kernels_init(bool disable_asm);
+/* Which kernels fm_kernels_init() installed, e.g. "SSE2 (x86_64)" or "portable C". */
+const char *fm_kernels_name(void);
+
+/* The C twins, always built (the reference the tests compare the assembly kernels against). */
 bool fm_check_fill_c(const void *p, uint8_t byte, size_t n);
+void fm_fill_c(void *p, uint8_t byte, size_t n);
+void fm_copy_c(void *dst, const void *src, size_t n);
+
+/* The assembly kernels engage from this many bytes; below it the C twins run. */
+#define FM_KERNELS_ASM_MIN_SIZE 128
+
+/*
+ * The SSE2 entries of asm/x86_64/ or asm/i386/ (hidden symbols), built when configure defines
+ * FASTMM_HAVE_ASM. They require n >= 16 (fm_kernels calls them from FM_KERNELS_ASM_MIN_SIZE).
+ * On i386 they may only be called when fm_kernels_asm_usable() is true (cpuid: SSE2).
+ */
+bool fm_check_fill_sse2(const void *p, uint8_t byte, size_t n);
+void fm_fill_sse2(void *p, uint8_t byte, size_t n);
+void fm_copy_sse2(void *dst, const void *src, size_t n);
+/* True when the assembly kernels are built in and this CPU can run them. */
+bool fm_kernels_asm_usable(void);
 
 #endif

@@ -260,3 +260,25 @@ void fm_large_visit_used(void (*visit)(void *block, size_t usable, void *arg), v
         fm_lock_release(&m->lock);
     }
 }
+
+bool fm_large_walk(fm_walk_visit_t visit, void *arg, uint64_t deadline_ms)
+{
+    bool complete = true;
+    for (unsigned a = 0; a < FM_LARGE_ARENAS; a++) {
+        fm_large_manager_t *m = &fm_large_managers[a];
+        bool locked;
+        while (!(locked = fm_lock_try(&m->lock)) && fm_os_time_ms() < deadline_ms)
+            fm_os_yield();
+        if (!locked) {
+            complete = false;
+            continue;
+        }
+        for (fm_large_header_t *h = m->first; h != NULL; h = h->next) {
+            fm_walk_record_t r = {(char *)h + FM_LARGE_HEADER, h->map_size, fm_large_usable(h), h->flags,
+                                  FM_WALK_LARGE_BLOCK, a, (h->flags & FM_FLAG_FREE) != 0, 0, 0};
+            visit(&r, arg);
+        }
+        fm_lock_release(&m->lock);
+    }
+    return complete;
+}

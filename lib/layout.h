@@ -156,6 +156,7 @@ typedef struct fm_medium_manager {
     uint32_t bin_bitmaps[FM_MEDIUM_BIN_GROUPS];
     fm_medium_free_links_t *bins[FM_MEDIUM_BIN_COUNT];
     uint64_t served;
+    fm_medium_span_t *kept_empty; /* an empty, uncoalesced span kept for reuse (one per arena) */
     void *quarantine[8];          /* corrupt freed debug blocks found under the lock, to report */
     unsigned quarantine_count;
 } FM_CACHE_ALIGNED fm_medium_manager_t;

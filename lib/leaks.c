@@ -127,7 +127,8 @@ static void report_leak(const leak_t *l)
         fm_report_str(&r, "\nBlock: ");
         fm_report_hex(&r, (uintptr_t)l->block);
         fm_report_str(&r, " (allocated outside debug mode: no stack trace; run with FASTMM5_DEBUG=1 to get one)");
-        fm_report_dump(&r, l->block, l->size < 64 ? l->size : 64);
+        size_t shown = fm_track_usable(l->block, l->size);
+        fm_report_dump(&r, l->block, shown < 64 ? shown : 64);
         fm_event_raise(FASTMM_EVENT_LEAK_DETAIL, l->block, l->size, 0, &r);
     }
 }

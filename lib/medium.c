@@ -36,6 +36,8 @@ static void set_used(fm_medium_span_t *span, const void *p, bool used)
     uint64_t bit = (uint64_t)1 << (u % 64);
     fm_store_relaxed(word, used ? (*word | bit) : (*word & ~bit));
     span->used_blocks += used ? 1u : (uint32_t)-1;
+    if (used && span->manager->kept_empty == span)
+        span->manager->kept_empty = NULL; /* in use again */
 }
 
 static void set_header(fm_medium_span_t *span, void *p, size_t size, uint16_t flags, uint8_t prev_free)
@@ -120,6 +122,8 @@ static size_t first_block_offset(size_t span_size)
 
 static void release_span(fm_medium_manager_t *m, fm_medium_span_t *span)
 {
+    if (m->kept_empty == span)
+        m->kept_empty = NULL;
     if (span->prev != NULL)
         span->prev->next = span->next;
     else
@@ -191,12 +195,20 @@ static void free_locked(fm_medium_manager_t *m, void *p)
         return;
     }
     set_header(span, p, size, (uint16_t)(FM_FLAG_MEDIUM | FM_FLAG_FREE | debug_info), prev_free);
+    fm_track_internal(p, 16);                  /* bin links */
+    fm_track_internal((char *)p + size - 12, 4);
     *(uint32_t *)((char *)p + size - 12) = (uint32_t)size; /* boundary tag */
     fm_medium_header_of((char *)p + size)->prev_free = 1;
     if (size >= FM_MEDIUM_MIN_BLOCK)
         bin_insert(m, p, size);
-    if (span->used_blocks == 0 && span != m->feed_span)
-        release_uncoalesced_span(m, span);
+    if (span->used_blocks == 0 && span != m->feed_span) {
+        /* Keep one such span per arena: a loop that allocates and frees one block would
+         * otherwise map and unmap a span every time. A second one goes back to the OS. */
+        if (m->kept_empty == NULL)
+            m->kept_empty = span;
+        else if (m->kept_empty != span)
+            release_uncoalesced_span(m, span);
+    }
 }
 
 /* Cuts an in-use block down to `size`, freeing the tail (which merges with what follows). */
@@ -208,6 +220,8 @@ static void split_tail_locked(fm_medium_manager_t *m, void *p, size_t size)
     fm_medium_span_t *span = fm_medium_span_of(p);
     fm_medium_header_of(p)->size64 = (uint16_t)(size / 64u);
     char *tail = (char *)p + size;
+    fm_track_internal(tail - FM_MEDIUM_HEADER, FM_MEDIUM_HEADER + 16); /* its header and bin links */
+    fm_track_internal((char *)p + whole - 12, 4);                       /* and its boundary tag */
     set_header(span, tail, whole - size, FM_FLAG_MEDIUM, 0);
     set_used(span, tail, true);
     free_locked(m, tail);
@@ -418,6 +432,8 @@ void *fm_medium_alloc(size_t block_size, bool small_span)
     fm_medium_header_of(p)->is_small_span = small_span;
     m->served++;
     report_quarantine_and_unlock(m);
+    if (small_span)
+        fm_track_internal(p, block_size - FM_MEDIUM_HEADER); /* the allocator's own from now on */
     return p;
 }
 
@@ -434,6 +450,8 @@ void *fm_medium_alloc_aligned(size_t block_size, size_t alignment)
         fm_medium_span_t *span = fm_medium_span_of(p);
         size_t whole = fm_medium_block_size(p);
         size_t front = (size_t)(q - (char *)p);
+        fm_track_internal(q - FM_MEDIUM_HEADER, FM_MEDIUM_HEADER);
+        fm_track_internal((char *)p + front - 12, 4); /* the front part's boundary tag */
         set_header(span, q, whole - front, FM_FLAG_MEDIUM, 0);
         set_used(span, q, true);
         fm_medium_header_of(p)->size64 = (uint16_t)(front / 64u);
@@ -515,6 +533,8 @@ void fm_medium_trim(void)
         fm_lock_wait(&m->lock);
         drain_pending_locked(m);
         retire_feed_locked(m);
+        if (m->kept_empty != NULL)
+            release_uncoalesced_span(m, m->kept_empty);
         fm_medium_span_t *span = m->spans;
         while (span != NULL) {
             fm_medium_span_t *next = span->next;
@@ -604,46 +624,78 @@ void fm_medium_collect(fm_usage_detail_t *d)
     }
 }
 
-/* ---- walks for the debug scan and the leak check (each arena locked in turn; a small span's
- * manager is locked while its blocks are read) ---- */
+/* ---- the heap walk: every span and block, each arena locked in turn (a small span's manager
+ * while its blocks are read), with a time limit per lock so that a walk never deadlocks
+ * against a busy arena; what it could not lock it reports as skipped. ---- */
 
-typedef void (*block_visit_t)(void *outer, uint16_t flags, size_t usable, void *arg);
-
-static void walk_small_span(fm_small_span_t *s, block_visit_t visit, void *arg)
+static bool lock_before(fm_lock_t *l, uint64_t deadline_ms)
 {
-    fm_small_manager_t *sm = s->manager;
-    fm_lock_wait(&sm->lock);
-    uint32_t unfed = fm_small_unfed_blocks(sm, s);
-    for (uint32_t i = unfed; i < s->total_blocks; i++) {
-        char *b = (char *)s + FM_SMALL_SPAN_HEADER + (size_t)i * sm->block_size;
-        visit(b, fm_load_relaxed(fm_flags_of(b)), (size_t)sm->block_size - 2u, arg);
+    while (!fm_lock_try(l)) {
+        if (fm_os_time_ms() >= deadline_ms)
+            return false;
+        fm_os_yield();
     }
-    fm_lock_release(&sm->lock);
+    return true;
 }
 
-/* Visits every block of every medium span: in-use ones with their flags, free ones with FREE. */
-static void walk_medium(block_visit_t visit, void *arg)
+static bool walk_small_span(fm_small_span_t *s, fm_walk_record_t *span_rec, fm_walk_visit_t visit, void *arg,
+                            uint64_t deadline_ms)
 {
+    fm_small_manager_t *sm = s->manager;
+    if (!lock_before(&sm->lock, deadline_ms)) {
+        span_rec->kind = FM_WALK_MEDIUM_BLOCK; /* FastMM5: reported as a plain medium block */
+        visit(span_rec, arg);
+        return false;
+    }
+    uint32_t unfed = fm_small_unfed_blocks(sm, s);
+    span_rec->small_block_size = sm->block_size;
+    span_rec->unfed_bytes = (size_t)unfed * sm->block_size;
+    visit(span_rec, arg);
+    for (uint32_t i = unfed; i < s->total_blocks; i++) {
+        char *b = (char *)s + FM_SMALL_SPAN_HEADER + (size_t)i * sm->block_size;
+        uint16_t flags = fm_load_relaxed(fm_flags_of(b));
+        fm_walk_record_t r = {b, sm->block_size, (size_t)sm->block_size - 2u, flags, FM_WALK_SMALL_BLOCK,
+                              sm->arena, (flags & FM_FLAG_FREE) != 0, 0, sm->block_size};
+        visit(&r, arg);
+    }
+    fm_lock_release(&sm->lock);
+    return true;
+}
+
+bool fm_medium_walk(fm_walk_visit_t visit, void *arg, uint64_t deadline_ms)
+{
+    bool complete = true;
     for (unsigned a = 0; a < FM_MEDIUM_ARENAS; a++) {
         fm_medium_manager_t *m = &fm_medium_managers[a];
-        fm_lock_wait(&m->lock);
+        if (!lock_before(&m->lock, deadline_ms)) {
+            complete = false;
+            continue;
+        }
         for (fm_medium_span_t *span = m->spans; span != NULL; span = span->next) {
-            size_t off = span == m->feed_span ? m->feed_offset : span->first_block;
+            bool feeding = span == m->feed_span;
+            size_t off = feeding ? m->feed_offset : span->first_block;
+            fm_walk_record_t sr = {span, span->span_size, 0, 0, FM_WALK_MEDIUM_SPAN, a, false,
+                                   off - span->first_block, 0};
+            visit(&sr, arg);
             while (off < span->span_size) {
                 char *p = (char *)span + off;
                 fm_medium_header_t *h = fm_medium_header_of(p);
                 size_t size = fm_medium_block_size(p);
-                if (!is_used(span, p))
-                    visit(p, (uint16_t)(h->flags | FM_FLAG_FREE), size - FM_MEDIUM_HEADER, arg);
-                else if (h->is_small_span)
-                    walk_small_span((fm_small_span_t *)p, visit, arg);
-                else
-                    visit(p, h->flags, size - FM_MEDIUM_HEADER, arg);
+                bool used = is_used(span, p);
+                fm_walk_record_t r = {p, size, size - FM_MEDIUM_HEADER, used ? h->flags : (uint16_t)(h->flags | FM_FLAG_FREE),
+                                      FM_WALK_MEDIUM_BLOCK, a, !used || (h->flags & FM_FLAG_FREE), 0, 0};
+                if (used && h->is_small_span) {
+                    r.kind = FM_WALK_SMALL_SPAN;
+                    complete &= walk_small_span((fm_small_span_t *)p, &r, visit, arg, deadline_ms);
+                } else {
+                    visit(&r, arg);
+                }
                 off += size;
             }
         }
         fm_lock_release(&m->lock);
     }
+    return complete;
 }
 
 typedef struct debug_visit {
@@ -651,18 +703,17 @@ typedef struct debug_visit {
     size_t corrupt;
 } debug_visit_t;
 
-static void visit_debug(void *outer, uint16_t flags, size_t usable, void *arg)
+static void visit_debug(const fm_walk_record_t *r, void *arg)
 {
-    (void)usable;
     debug_visit_t *v = arg;
-    if (flags & FM_FLAG_DEBUG_INFO)
-        v->corrupt += v->check(outer, (flags & FM_FLAG_FREE) != 0);
+    if ((r->kind == FM_WALK_SMALL_BLOCK || r->kind == FM_WALK_MEDIUM_BLOCK) && (r->flags & FM_FLAG_DEBUG_INFO))
+        v->corrupt += v->check(r->block, (r->flags & FM_FLAG_FREE) != 0);
 }
 
 size_t fm_medium_visit_debug_blocks(bool (*check)(const void *outer, bool freed))
 {
     debug_visit_t v = {check, 0};
-    walk_medium(visit_debug, &v);
+    fm_medium_walk(visit_debug, &v, UINT64_MAX);
     return v.corrupt;
 }
 
@@ -671,15 +722,15 @@ typedef struct used_visit {
     void *arg;
 } used_visit_t;
 
-static void visit_used(void *outer, uint16_t flags, size_t usable, void *arg)
+static void visit_used(const fm_walk_record_t *r, void *arg)
 {
     used_visit_t *v = arg;
-    if (!(flags & FM_FLAG_FREE))
-        v->visit(outer, usable, v->arg);
+    if ((r->kind == FM_WALK_SMALL_BLOCK || r->kind == FM_WALK_MEDIUM_BLOCK) && !(r->flags & FM_FLAG_FREE) && !r->free)
+        v->visit(r->block, r->usable, v->arg);
 }
 
 void fm_medium_visit_used(void (*visit)(void *block, size_t usable, void *arg), void *arg)
 {
     used_visit_t v = {visit, arg};
-    walk_medium(visit_used, &v);
+    fm_medium_walk(visit_used, &v, UINT64_MAX);
 }

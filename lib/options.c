@@ -16,6 +16,8 @@ fm_options_t fm_options = {.strategy = FM_STRATEGY_BALANCED};
 static const char *const known_names[] = {
     "FASTMM5_STATS", "FASTMM5_ON_ERROR", "FASTMM5_LOG", "FASTMM5_STRATEGY", "FASTMM5_VERBOSE",
     "FASTMM5_DEBUG", "FASTMM5_STACK_DEPTH", "FASTMM5_REPORT_LEAKS", "FASTMM5_DISABLE_ASM",
+    "FASTMM5_VALGRIND_SLACK",
+    "FASTMM5_MEMORY_LIMIT", "FASTMM5_MIN_ALIGNMENT",
 };
 static const char *const planned_names[] = {""};
 
@@ -141,6 +143,48 @@ static void read_stack_depth(void)
     fastmm_debug_set_stack_depth(n);
 }
 
+/* FASTMM5_STATS=1|0|json (json: fastmm_write_json at exit instead of the text report). */
+static void read_stats(void)
+{
+    const char *v = fm_os_getenv("FASTMM5_STATS");
+    if (v != NULL && str_eq(v, "json")) {
+        fm_options.stats_at_exit = true;
+        fm_options.stats_json = true;
+        return;
+    }
+    if (v != NULL && !(str_eq(v, "1") || str_eq(v, "yes") || str_eq(v, "true") || str_eq(v, "on") ||
+                       str_eq(v, "0") || str_eq(v, "no") || str_eq(v, "false") || str_eq(v, "off") || str_eq(v, ""))) {
+        warn("FASTMM5_STATS", v, "expected 1, 0 or json; ignored");
+        return;
+    }
+    parse_bool("FASTMM5_STATS", v, &fm_options.stats_at_exit);
+}
+
+/* FASTMM5_MEMORY_LIMIT=<bytes>[K|M|G] (0: unlimited). */
+static void read_memory_limit(void)
+{
+    const char *v = fm_os_getenv("FASTMM5_MEMORY_LIMIT");
+    size_t n;
+    if (v == NULL)
+        return;
+    if (fm_tuning_parse_size(v, &n))
+        fm_os_set_limit(n);
+    else
+        warn("FASTMM5_MEMORY_LIMIT", v, "expected a number of bytes with an optional K, M or G suffix; ignored");
+}
+
+/* FASTMM5_MIN_ALIGNMENT=8|16|32|64, applied by fm_tuning_start once the heap is ready. */
+static void read_min_alignment(void)
+{
+    const char *v = fm_os_getenv("FASTMM5_MIN_ALIGNMENT");
+    if (v == NULL)
+        return;
+    if (str_eq(v, "8") || str_eq(v, "16") || str_eq(v, "32") || str_eq(v, "64"))
+        fm_options.min_alignment = (unsigned)(v[1] == '\0' ? 8 : v[0] == '1' ? 16 : v[0] == '3' ? 32 : 64);
+    else
+        warn("FASTMM5_MIN_ALIGNMENT", v, "expected 8, 16, 32 or 64; ignored");
+}
+
 static bool options_read;
 
 /* Returns false (and reads nothing) while the C library has not set the environment up yet. */
@@ -154,7 +198,9 @@ bool fm_options_init(void)
     check_unknown_names();
     read_strategy();
     read_error_action();
-    parse_bool("FASTMM5_STATS", fm_os_getenv("FASTMM5_STATS"), &fm_options.stats_at_exit);
+    read_stats();
+    read_memory_limit();
+    read_min_alignment();
     parse_bool("FASTMM5_VERBOSE", fm_os_getenv("FASTMM5_VERBOSE"), &fm_options.verbose);
     parse_bool("FASTMM5_DISABLE_ASM", fm_os_getenv("FASTMM5_DISABLE_ASM"), &fm_options.disable_asm);
     parse_bool("FASTMM5_DEBUG", fm_os_getenv("FASTMM5_DEBUG"), &fm_options.debug_at_start);
@@ -177,4 +223,39 @@ size_t fm_options_medium_span_size(void)
     default:
         return (size_t)3 << 20;
     }
+}
+
+/* FASTMM5_VERBOSE=1: one line saying what is in force. */
+void fm_options_describe(int fd)
+{
+    static const char *const strategies[] = {"speed", "balanced", "low-memory"};
+    char buf[512];
+    fm_report_t r = {buf, 0, sizeof buf};
+    buf[0] = '\0';
+    fm_report_str(&r, "libfastmm5: strategy ");
+    fm_report_str(&r, strategies[fm_options.strategy]);
+    fm_report_str(&r, ", medium spans of ");
+    fm_report_dec(&r, fm_options_medium_span_size() >> 10);
+    fm_report_str(&r, " KiB, debug mode ");
+    fm_report_str(&r, fastmm_debug_active() ? "on" : "off");
+    fm_report_str(&r, " (stack depth ");
+    fm_report_dec(&r, fastmm_debug_stack_depth());
+    fm_report_str(&r, "), on error ");
+    fm_report_str(&r, fastmm_error_action() == FASTMM_ON_ERROR_CONTINUE ? "continue" : "abort");
+    fm_report_str(&r, ", kernels: ");
+    fm_report_str(&r, fm_kernels_name());
+    fm_report_str(&r, fm_options.report_leaks ? ", leak report at exit" : "");
+    fm_report_str(&r, ", memory limit ");
+    if (fm_os_limit() == 0)
+        fm_report_str(&r, "none");
+    else {
+        fm_report_dec(&r, fm_os_limit());
+        fm_report_str(&r, " bytes");
+    }
+    fm_report_str(&r, ", minimum alignment ");
+    fm_report_dec(&r, fm_tuning_min_alignment());
+    fm_report_str(&r, fm_options.stats_json ? ", JSON statistics at exit"
+                                            : fm_options.stats_at_exit ? ", usage report at exit" : "");
+    fm_report_str(&r, "\n");
+    fm_os_write_all(fd, r.buf, r.len);
 }

@@ -30,6 +30,7 @@ void fm_os_write_all(int fd, const char *buf, size_t len);
 int fm_os_open_append(const char *path);
 void fm_os_close(int fd);
 uint32_t fm_os_thread_id(void);
+void fm_os_forget_thread_id(void);
 uint64_t fm_os_time_ms(void);
 void fm_os_yield(void);
 const char *fm_os_getenv(const char *name);     /* no allocation; NULL in set-uid programs */

@@ -176,7 +176,19 @@ void fm_os_close(int fd)
     errno = saved;
 }
 
-uint32_t fm_os_thread_id(void) { return (uint32_t)syscall(SYS_gettid); }
+/* gettid is a real system call (several microseconds on some virtual machines) and debug mode
+ * asks for it on every allocation and free: ask once per thread. fork's child gets a new id
+ * (init.c calls fm_os_forget_thread_id in the child). */
+static __thread uint32_t cached_tid __attribute__((tls_model("initial-exec")));
+
+uint32_t fm_os_thread_id(void)
+{
+    if (FM_UNLIKELY(cached_tid == 0))
+        cached_tid = (uint32_t)syscall(SYS_gettid);
+    return cached_tid;
+}
+
+void fm_os_forget_thread_id(void) { cached_tid = 0; }
 
 uint64_t fm_os_time_ms(void)
 {

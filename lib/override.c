@@ -6,6 +6,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -61,6 +62,27 @@ FM_EXPORT struct mallinfo2 mallinfo2(void)
     mi.uordblks = d.small_used_bytes + d.medium_used_bytes;
     mi.fordblks = mi.arena > mi.uordblks ? mi.arena - mi.uordblks : 0;
     mi.keepcost = 0;
+    return mi;
+}
+
+/* The old interface: the same numbers in int fields, saturating at INT_MAX instead of
+ * wrapping past 2 GiB as glibc's does. */
+static int saturate(size_t v) { return v > (size_t)INT_MAX ? INT_MAX : (int)v; }
+
+FM_EXPORT struct mallinfo mallinfo(void)
+{
+    struct mallinfo2 m2 = mallinfo2();
+    struct mallinfo mi = {0};
+    mi.arena = saturate(m2.arena);
+    mi.ordblks = saturate(m2.ordblks);
+    mi.smblks = saturate(m2.smblks);
+    mi.hblks = saturate(m2.hblks);
+    mi.hblkhd = saturate(m2.hblkhd);
+    mi.usmblks = saturate(m2.usmblks);
+    mi.fsmblks = saturate(m2.fsmblks);
+    mi.uordblks = saturate(m2.uordblks);
+    mi.fordblks = saturate(m2.fordblks);
+    mi.keepcost = saturate(m2.keepcost);
     return mi;
 }
 

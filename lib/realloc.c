@@ -18,14 +18,24 @@
 #define SMALL_DOWNSIZE_ADDER 64u
 #define SMALL_UPSIZE_ADDER 32u
 
-static void *move_block(void *p, fm_block_ref_t ref, size_t request, size_t copy)
+/* request: the size asked of the allocator (inflated on growth); size: what the caller asked. */
+static void *move_block(void *p, fm_block_ref_t ref, size_t request, size_t copy, size_t size)
 {
-    void *q = fm_alloc(request);
+    void *q = fm_track_new(fm_alloc(request), size, false);
     if (q == NULL)
         return NULL;
-    memcpy(q, p, copy);
+    size_t old_usable = fm_block_usable(p, ref);
+    size_t known = fm_track_usable(p, old_usable); /* under Valgrind: only the requested bytes */
+    memcpy(q, p, copy < known ? copy : known);
+    fm_track_free(p, old_usable, ref.kind == FM_BLOCK_MEDIUM, false);
     fm_free_classified(p, ref);
     return q;
+}
+
+static void *in_place(void *p, fm_block_ref_t ref, size_t size)
+{
+    fm_track_resize(p, size, fm_block_usable(p, ref));
+    return p;
 }
 
 static void *resize_small(void *p, fm_block_ref_t ref, size_t size)
@@ -33,11 +43,11 @@ static void *resize_small(void *p, fm_block_ref_t ref, size_t size)
     size_t old = fm_block_usable(p, ref);
     if (size <= old) {
         if (size * 4 + SMALL_DOWNSIZE_ADDER >= old)
-            return p;
-        return move_block(p, ref, size, size);
+            return in_place(p, ref, size);
+        return move_block(p, ref, size, size, size);
     }
     size_t target = 2 * old + SMALL_UPSIZE_ADDER;
-    return move_block(p, ref, target > size ? target : size, old);
+    return move_block(p, ref, target > size ? target : size, old, size);
 }
 
 static void *resize_medium(void *p, fm_block_ref_t ref, size_t size)
@@ -49,18 +59,21 @@ static void *resize_medium(void *p, fm_block_ref_t ref, size_t size)
             size_t want = target <= FM_MEDIUM_MAX_USER ? fm_align_up(target + FM_MEDIUM_HEADER, 64)
                                                        : fm_align_up(size + FM_MEDIUM_HEADER, 64);
             if (fm_medium_try_resize_in_place(p, fm_align_up(size + FM_MEDIUM_HEADER, 64), want))
-                return p;
+                return in_place(p, ref, size);
         }
-        return move_block(p, ref, target, old);
+        return move_block(p, ref, target, old, size);
     }
     if (size >= old / 2)
-        return p;
+        return in_place(p, ref, size);
     if (size >= FM_MEDIUM_INPLACE_DOWNSIZE_LIMIT) {
         size_t keep = size < FM_MEDIUM_MIN_BLOCK - FM_MEDIUM_HEADER ? FM_MEDIUM_MIN_BLOCK - FM_MEDIUM_HEADER : size;
-        fm_medium_shrink(p, fm_align_up(keep + FM_MEDIUM_HEADER, 64));
+        size_t block = fm_align_up(keep + FM_MEDIUM_HEADER, 64);
+        /* memcheck first, with the final size: afterwards the tail's header is allocator data */
+        fm_track_resize(p, size, block - FM_MEDIUM_HEADER);
+        fm_medium_shrink(p, block);
         return p;
     }
-    return move_block(p, ref, size, size);
+    return move_block(p, ref, size, size, size);
 }
 
 static void *resize_large(void *p, fm_block_ref_t ref, size_t size)
@@ -69,6 +82,8 @@ static void *resize_large(void *p, fm_block_ref_t ref, size_t size)
     fm_large_header_t *h = ref.owner;
     if (size > old) {
         size_t target = old + old / 4 > size ? old + old / 4 : size;
+        if (fm_track_on) /* memcheck cannot follow mremap's page moves of a tracked block: copy */
+            return move_block(p, ref, target, old, size);
         void *q = fm_large_resize(p, target);
         if (q == NULL && target != size)
             q = fm_large_resize(p, size); /* the 25% extra is a wish, not a need */
@@ -81,15 +96,16 @@ static void *resize_large(void *p, fm_block_ref_t ref, size_t size)
     }
     if (size >= old / 2) {
         h->user_size = size;
-        return p;
+        return in_place(p, ref, size);
     }
-    return move_block(p, ref, size, size);
+    return move_block(p, ref, size, size, size);
 }
 
 void *fm_realloc(void *p, size_t size)
 {
     if (p == NULL)
-        return fm_load_relaxed(&fm_debug_on) ? fm_debug_alloc(size, FM_DEBUG_FILL_ALLOCATED) : fm_alloc(size);
+        return fm_load_relaxed(&fm_debug_on) ? fm_debug_alloc(size, FM_DEBUG_FILL_ALLOCATED)
+                                             : fm_track_new(fm_alloc(size), size, false);
     fm_block_ref_t ref = fm_block_classify(p);
     if (ref.kind == FM_BLOCK_INVALID)
         return fm_debug_realloc_or_report(p, ref, size); /* a debug block, or reported */
@@ -102,6 +118,7 @@ void *fm_realloc(void *p, size_t size)
     }
     if (size == 0) {
         /* glibc: realloc(p, 0) frees p and returns NULL */
+        fm_track_free(p, fm_block_usable(p, ref), ref.kind == FM_BLOCK_MEDIUM, false);
         fm_free_classified(p, ref);
         return NULL;
     }

@@ -89,6 +89,7 @@ static void release_span_locked(fm_small_manager_t *m, fm_small_span_t *s)
         fm_store_release(&m->feed_span, NULL);
     }
     fm_medium_header_t *h = fm_medium_header_of(s);
+    fm_track_internal(s, fm_medium_block_size(s) - FM_MEDIUM_HEADER); /* no block's slack is inaccessible now */
     h->is_small_span = 0;
     h->flags |= FM_FLAG_FREE;
     fm_medium_free(s);
@@ -101,6 +102,7 @@ static void free_locked(fm_small_manager_t *m, void *p)
         release_span_locked(m, s);
         return;
     }
+    fm_track_internal(p, sizeof(void *));
     *(void **)p = s->first_free;
     s->first_free = p;
     if (!s->in_partial_list)

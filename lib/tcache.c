@@ -80,6 +80,7 @@ static fm_tcache_t *create(void)
     fm_tcache_t *tc = fm_small_alloc(fm_small_class_of(sizeof(fm_tcache_t)));
     if (tc == NULL)
         return NULL;
+    fm_track_internal(tc, sizeof *tc);
     for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++)
         tc->bins[c] = (fm_tcache_bin_t){NULL, 0};
     if (pthread_setspecific(exit_key, tc) != 0) {

@@ -29,8 +29,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check_suites.h"
@@ -126,16 +128,24 @@ static void expect_no_event(size_t before, const char *what)
             ev_text);
 }
 
+static const char runs_key[] = "Modified byte offsets (and lengths): ";
+
 /* The modified-runs list of a MODIFIED_AFTER_FREE report, up to the end of its line, equals want. */
 static int runs_are(const char *text, const char *want)
 {
-    static const char key[] = "Modified byte offsets (and lengths): ";
-    const char *s = strstr(text, key);
+    const char *s = strstr(text, runs_key);
     if (s == NULL)
         return 0;
-    s += sizeof key - 1;
+    s += sizeof runs_key - 1;
     size_t len = strcspn(s, "\r\n");
     return len == strlen(want) && memcmp(s, want, len) == 0;
+}
+
+/* For failure messages: the report's runs line, or the start of the report if it has none. */
+static const char *runs_line(const char *text)
+{
+    const char *s = strstr(text, runs_key);
+    return s != NULL ? s : text;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -257,6 +267,7 @@ static size_t check_freed_image(const unsigned char *p, size_t n, uintptr_t mark
 
 static size_t check_fill(const unsigned char *p, size_t n, unsigned char byte)
 {
+    TEST_MAKE_DEFINED(p, n);
     for (size_t i = 0; i < n; i++)
         if (p[i] != byte)
             return i;
@@ -378,6 +389,11 @@ static size_t waf_size(int i)
     return medium_waf_sizes[i - N_SMALL_WAF];
 }
 
+/* Blocks the allocator refused to reuse (kept out of circulation for good): a pointer to each
+ * is kept, so that Memcheck (check-valgrind) sees them as reachable, not lost. */
+static void *quarantined[1024];
+static size_t n_quarantined;
+
 /* Modifies byte k of the freed block p (n bytes), runs the scan, requires exactly one report
  * naming p with the run "k(1)", and puts the byte back. */
 static void scan_detects_byte(unsigned char *p, size_t n, size_t k)
@@ -392,8 +408,8 @@ static void scan_detects_byte(unsigned char *p, size_t n, size_t k)
     expect_event(before, FASTMM_EVENT_MODIFIED_AFTER_FREE, p, "scan after a write after free");
     REQUIRE(EV(before).size == n, "freed %zu-byte block: event size %zu", n, EV(before).size);
     REQUIRE(EV(before).number != 0, "freed %zu-byte block: event allocation number 0", n);
-    REQUIRE(runs_are(ev_text, want), "freed %zu-byte block, byte %zu modified: the report does not list \"%s\": \"%.1500s\"",
-            n, k, want, ev_text);
+    REQUIRE(runs_are(ev_text, want), "freed %zu-byte block, byte %zu modified: the report does not list \"%s\": \"%.300s\"",
+            n, k, want, runs_line(ev_text));
 }
 
 /* Guards the freed-pattern check at every byte position (facts 4.5, 4.8; issue #59 - offset 0
@@ -414,7 +430,10 @@ START_TEST(test_write_after_free_every_byte)
     REQUIRE(r == 0, "an untouched freed %zu-byte block: fastmm_debug_scan() = %zu", n, r);
     expect_no_event(0, "scan of an untouched freed block");
 
-    for (size_t k = 0; k < n; k++)
+    /* Every position; under FASTMM_TEST_SLOW (valgrind), medium blocks get their first and last
+     * 192 bytes (the marker word and the chunk/word/tail boundaries) and every 61st in between. */
+    size_t step = test_slow() && n > 2 * 192 ? 61 : 1;
+    for (size_t k = 0; k < n; k += (k < 192 || k + 192 >= n) ? 1 : step)
         scan_detects_byte(p, n, k);
     r = fastmm_debug_scan();
     REQUIRE(r == 0, "freed %zu-byte block with every byte restored: fastmm_debug_scan() = %zu", n, r);
@@ -435,8 +454,8 @@ START_TEST(test_write_after_free_every_byte)
         snprintf(want, sizeof want, "10(3), %zu(1)", n - 5);
         REQUIRE(r == 1, "two modified runs: fastmm_debug_scan() = %zu", r);
         expect_event(before, FASTMM_EVENT_MODIFIED_AFTER_FREE, p, "scan, two modified runs");
-        REQUIRE(runs_are(ev_text, want), "%zu-byte block: the report does not list \"%s\": \"%.1500s\"", n, want,
-                ev_text);
+        REQUIRE(runs_are(ev_text, want), "%zu-byte block: the report does not list \"%s\": \"%.300s\"", n, want,
+                runs_line(ev_text));
     }
 
     if (n <= FM_MAX_SMALL_USER) {
@@ -460,8 +479,10 @@ START_TEST(test_write_after_free_every_byte)
             flip(cur + k, 0xa5); /* the refused block is kept out of circulation; make it clean again */
             expect_event(before, FASTMM_EVENT_MODIFIED_AFTER_FREE, cur, "malloc reusing a modified freed block");
             REQUIRE(q != cur, "malloc(%zu) handed out the modified freed block %p", n, cur);
-            REQUIRE(runs_are(ev_text, want), "reuse of a %zu-byte block modified at %zu: no \"%s\" in \"%.1500s\"", n, k,
-                    want, ev_text);
+            if (n_quarantined < sizeof quarantined / sizeof quarantined[0])
+                quarantined[n_quarantined++] = cur;
+            REQUIRE(runs_are(ev_text, want), "reuse of a %zu-byte block modified at %zu: no \"%s\" in \"%.300s\"", n, k,
+                    want, runs_line(ev_text));
             REQUIRE(fastmm_usable_size(q) == n, "the replacement block is not a %zu-byte debug block", n);
             free_keep(q);
             cur = q;
@@ -491,11 +512,12 @@ static const size_t misuse_sizes[] = {40, 20000, MIB};
 
 /* Guards the five misuse reports (facts 4.6) for a small (40 B), a medium (20000 B) and a large
  * (1 MiB) debug block under FASTMM_ON_ERROR_CONTINUE:
- *   overrun p[size]   -> free raises FOOTER_CORRUPTION (block p, size, allocation number != 0,
- *                        text with "Allocated by thread"); the block is refused, not freed: its
- *                        contents stay, and once the byte is restored a second free succeeds
+ *   overrun p[size]   -> fastmm_debug_scan() finds the live block (returns 1, FOOTER_CORRUPTION),
+ *                        then free raises FOOTER_CORRUPTION (block p, size, allocation number
+ *                        != 0, text with "Allocated by thread"); the block is refused, not freed:
+ *                        its contents stay, and once the byte is restored a second free succeeds
  *                        silently (it would be a double free had the first one freed it);
- *   header write      -> free raises HEADER_CORRUPTION (block p), same refusal;
+ *   header write      -> the same with HEADER_CORRUPTION (block p);
  *   double free       -> DOUBLE_FREE (block p), and the block is not handed out twice;
  *   realloc of freed  -> REALLOC_OF_FREED_BLOCK (block p), NULL;
  *   free(p + 16)      -> INVALID_POINTER (block p + 16); p itself stays live and freeable.
@@ -515,12 +537,21 @@ START_TEST(test_misuse_reports)
     case MISUSE_OVERRUN:
     case MISUSE_HEADER: {
         unsigned char *at = kind == MISUSE_OVERRUN ? p + n : p - 30;
+        fastmm_event_type_t want =
+            kind == MISUSE_OVERRUN ? FASTMM_EVENT_FOOTER_CORRUPTION : FASTMM_EVENT_HEADER_CORRUPTION;
         flip(at, 0xff);
+        size_t found = fastmm_debug_scan();
+        size_t after_scan = evn();
         free_keep(p);
         flip(at, 0xff);
-        expect_event(before, kind == MISUSE_OVERRUN ? FASTMM_EVENT_FOOTER_CORRUPTION : FASTMM_EVENT_HEADER_CORRUPTION, p,
-                     name);
+        /* the scan finds the live block's damage too */
+        REQUIRE(found == 1 && after_scan == before + 1, "%s of a live %zu-byte block: fastmm_debug_scan() = %zu, %zu events",
+                name, n, found, after_scan - before);
+        REQUIRE(EV(before).type == want && EV(before).block == p, "%s, scan: event %s about %p, expected %s about %p",
+                name, event_name((int)EV(before).type), EV(before).block, event_name((int)want), p);
+        expect_event(after_scan, want, p, name);
         if (kind == MISUSE_OVERRUN) {
+            before = after_scan;
             REQUIRE(EV(before).size == n, "%s of %zu bytes: event size %zu", name, n, EV(before).size);
             REQUIRE(EV(before).number != 0, "%s of %zu bytes: allocation number 0", name, n);
             REQUIRE(strstr(watch_text, "Allocated by thread") != NULL,
@@ -720,7 +751,7 @@ START_TEST(test_scan_every_operation)
                 "%s with SCAN_EVERY_OPERATION: event %s about %p, expected MODIFIED_AFTER_FREE about %p", op_names[op],
                 event_name((int)EV(first[op]).type), EV(first[op]).block, victim);
     }
-    REQUIRE(runs_are(watch_text, "20(1)"), "the scan's report: no \"20(1)\" in \"%.1500s\"", watch_text);
+    REQUIRE(runs_are(watch_text, "20(1)"), "the scan's report: no \"20(1)\" in \"%.300s\"", runs_line(watch_text));
     REQUIRE(repaired_events == 0, "free after the repair: %zu events", repaired_events);
     ck_assert_uint_eq(fastmm_debug_scan(), 0);
 }
@@ -922,9 +953,10 @@ START_TEST(test_break_on_allocation)
         q[i] = xmalloc(24 + (size_t)i * 1000);
     }
     fastmm_debug_break_on_allocation(0);
+    void *later[8];
     for (int i = 0; i < 8; i++) {
         current_index = 100 + i;
-        escape(malloc(10 + i)); /* leaked on purpose: every later number must not trap either */
+        later[i] = launder_ptr(malloc(10 + (size_t)i)); /* 0: no later number traps either */
     }
     sigaction(SIGTRAP, &old, NULL);
     uint32_t nums[8];
@@ -935,8 +967,10 @@ START_TEST(test_break_on_allocation)
                 nums[i], n0 + 1 + (uint32_t)i);
     REQUIRE(trap_count == 1, "SIGTRAP raised %d times, expected once", (int)trap_count);
     REQUIRE(trap_index == 3, "SIGTRAP raised during allocation %d, expected 3 (number %u)", (int)trap_index, n0 + 4);
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 8; i++) {
         free(q[i]);
+        free(later[i]);
+    }
     free(first);
 }
 END_TEST
@@ -1095,6 +1129,7 @@ static void *nest_thread(void *arg)
             thread_fail("malloc failed", n, 0);
             continue;
         }
+        TEST_MAKE_DEFINED(p, n);
         if (p[n - 1] != FILL_ALLOCATED || p[0] != FILL_ALLOCATED)
             thread_fail("a block allocated in debug mode is not filled with 0x90", n, p[0]);
         memcpy(p, &n, sizeof n);
@@ -1142,15 +1177,19 @@ END_TEST
 
 #define CHURN_THREADS 3
 static atomic_int churn_stop;
+static atomic_int churn_started;
+static atomic_long churn_progress[CHURN_THREADS]; /* operations (ping-pong rounds) done */
 
 static void *churn_thread(void *arg)
 {
-    uint64_t rng = (uint64_t)(uintptr_t)arg * 0x2545F4914F6CDD1DULL + 7;
+    int me = (int)(uintptr_t)arg;
+    uint64_t rng = (uint64_t)(me + 1) * 0x2545F4914F6CDD1DULL + 7;
     enum { SLOTS = 32 };
     unsigned char *slot[SLOTS] = {0};
     size_t len[SLOTS] = {0};
     long ops = 0;
-    while (!atomic_load_explicit(&churn_stop, memory_order_relaxed) || ops < 2000) {
+    atomic_fetch_add(&churn_started, 1);
+    while (!atomic_load_explicit(&churn_stop, memory_order_relaxed)) {
         uint64_t r = xorshift64(&rng);
         unsigned s = (unsigned)(r % SLOTS);
         size_t n = 1 + (r >> 8) % ((r >> 40) % 8 == 0 ? 70000 : 600);
@@ -1179,27 +1218,108 @@ static void *churn_thread(void *arg)
             free(slot[s]);
             slot[s] = NULL;
         }
-        ops++;
+        atomic_store_explicit(&churn_progress[me], ++ops, memory_order_relaxed);
     }
     for (int s = 0; s < SLOTS; s++)
         free(slot[s]);
     return NULL;
 }
 
+/* In-place reallocs only: a few debug blocks shrink by a few bytes and grow back, over and over
+ * (a debug block shrinks in place, and grows in place back up to its original size), so their
+ * footer and header are rewritten all the time. */
+static void *pingpong_thread(void *arg)
+{
+    int me = (int)(uintptr_t)arg;
+    static const size_t sizes[] = {24, 100, 700, 2000, 5000, 20000, 60000, 150000};
+    enum { N = sizeof sizes / sizeof sizes[0] };
+    unsigned char *b[N];
+    for (int i = 0; i < N; i++) {
+        b[i] = malloc(sizes[i]);
+        if (b[i] == NULL) {
+            thread_fail("malloc failed", sizes[i], 0);
+            return NULL;
+        }
+        memset(b[i], 0x42, sizes[i]);
+    }
+    long rounds = 0;
+    atomic_fetch_add(&churn_started, 1);
+    while (!atomic_load_explicit(&churn_stop, memory_order_relaxed)) {
+        for (int i = 0; i < N; i++) {
+            size_t n = sizes[i] - 1 - (size_t)(rounds % 7);
+            unsigned char *q = realloc(launder_ptr(b[i]), n);
+            if (q != b[i])
+                thread_fail("a debug block's shrinking realloc moved it", sizes[i], n);
+            if (q != NULL)
+                b[i] = q;
+            q = realloc(launder_ptr(b[i]), sizes[i]);
+            if (q != b[i])
+                thread_fail("a debug block's realloc back to its original size moved it", sizes[i], n);
+            if (q != NULL)
+                b[i] = q;
+        }
+        atomic_store_explicit(&churn_progress[me], ++rounds, memory_order_relaxed);
+    }
+    for (int i = 0; i < N; i++) {
+        if (b[i][0] != 0x42 || b[i][sizes[i] - 8] != 0x42)
+            thread_fail("in-place reallocs changed a debug block's contents", sizes[i], 0);
+        free(b[i]);
+    }
+    return NULL;
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 /* Guards the scan against concurrent allocation, free and in-place or moving realloc in other
- * threads (facts 4.8: blocks being rewritten are skipped or retried): repeated
- * fastmm_debug_scan() calls while three threads churn debug blocks never report anything. */
+ * threads (facts 4.8: blocks being rewritten are skipped while their DEBUG_INFO flag is clear,
+ * or retried): fastmm_debug_scan(), called over and over while two threads churn debug blocks and
+ * a third keeps reallocating a few in place, never reports anything. The scanning starts once
+ * all three run and goes on for 2 s (0.5 s under FASTMM_TEST_SLOW), and at least until each has
+ * done 20000 operations (ping-pong rounds: 20000 x 16 in-place reallocs) and 500 scans were
+ * made, but no longer than 20 s. (A race shows up only now and then: the time spent is what
+ * makes a missing guard likely to be caught.) */
 START_TEST(test_scan_while_churning)
 {
     atomic_store(&thread_failures, 0);
     atomic_store(&churn_stop, 0);
+    atomic_store(&churn_started, 0);
+    for (int i = 0; i < CHURN_THREADS; i++)
+        atomic_store(&churn_progress[i], 0);
     pthread_t th[CHURN_THREADS];
     for (int i = 0; i < CHURN_THREADS; i++)
-        ck_assert_int_eq(pthread_create(&th[i], NULL, churn_thread, (void *)(uintptr_t)(i + 1)), 0);
-    int scans = test_iters(300);
+        ck_assert_int_eq(pthread_create(&th[i], NULL, i == 0 ? pingpong_thread : churn_thread, (void *)(uintptr_t)i),
+                         0);
+    while (atomic_load(&churn_started) < CHURN_THREADS)
+        sched_yield();
+    long target = test_iters(20000), min_scans = test_iters(500);
+    double start = now_seconds();
+    double min_end = start + (test_slow() ? 0.5 : 2.0), deadline = start + 20.0;
     size_t bad = 0;
-    for (int i = 0; i < scans; i++)
+    long scans = 0;
+    for (;;) {
         bad += fastmm_debug_scan();
+        scans++;
+        if (scans % 64 != 0)
+            continue;
+        double now = now_seconds();
+        if (now > deadline)
+            break;
+        if (scans < min_scans || now < min_end)
+            continue;
+        long least = LONG_MAX;
+        for (int i = 0; i < CHURN_THREADS; i++) {
+            long p = atomic_load_explicit(&churn_progress[i], memory_order_relaxed);
+            if (p < least)
+                least = p;
+        }
+        if (least >= target)
+            break;
+    }
     atomic_store(&churn_stop, 1);
     for (int i = 0; i < CHURN_THREADS; i++)
         pthread_join(th[i], NULL);

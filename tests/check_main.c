@@ -41,6 +41,7 @@ int main(void)
     srunner_add_suite(sr, suite_threads());
     srunner_add_suite(sr, suite_usage());
     srunner_add_suite(sr, suite_debug());
+    srunner_add_suite(sr, suite_introspection());
 
     srunner_run_all(sr, CK_ENV);
     int failed = srunner_ntests_failed(sr);

@@ -18,6 +18,17 @@
 
 #include <fastmm5.h>
 
+/* Tests that inspect the fill of a block nobody initialised (0x90) tell memcheck they mean it. */
+#if defined(__has_include)
+#if __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>
+#define TEST_MAKE_DEFINED(p, n) ((void)VALGRIND_MAKE_MEM_DEFINED((p), (n)))
+#endif
+#endif
+#ifndef TEST_MAKE_DEFINED
+#define TEST_MAKE_DEFINED(p, n) ((void)(p), (void)(n))
+#endif
+
 /* One constructor per module; check_main.c puts them all in one SRunner. */
 Suite *suite_alloc(void);
 Suite *suite_realloc(void);
@@ -25,6 +36,7 @@ Suite *suite_errors(void);
 Suite *suite_threads(void);
 Suite *suite_usage(void);
 Suite *suite_debug(void);
+Suite *suite_introspection(void);
 
 /* Loop counts for the heavy tests: n normally, n / 10 (at least 1) when FASTMM_TEST_SLOW is set
  * (valgrind runs with CK_FORK=no). Defined in check_main.c. */

@@ -259,10 +259,16 @@ static atomic_int stop_flag;
 /* The background threads of the fork test: all three categories, so that every kind of lock
  * can be held at the moment of a fork, but only the first 1 KiB of a block is written, to keep
  * the copy-on-write faults after each fork cheap. */
+/* The churning threads keep their blocks in static storage, not on their stacks: a fork child
+ * has no copy of the other threads' stacks, and memcheck (which knows libfastmm5's blocks)
+ * would call the blocks those stacks referenced definitely lost at the child's exit. */
+static void *background_live[8][64];
+
 static void *background_churn(void *argp)
 {
     uint64_t rng = (uint64_t)(uintptr_t)argp * 0x2545F4914F6CDD1DULL + 1;
-    void *live[64] = {0};
+    void **live = background_live[(uintptr_t)argp % 8];
+    memset(live, 0, sizeof background_live[0]);
     size_t touched[64] = {0};
     while (!atomic_load_explicit(&stop_flag, memory_order_relaxed)) {
         uint64_t r = xorshift64(&rng);
@@ -355,7 +361,13 @@ START_TEST(test_fork_while_allocating)
             struct rlimit rl = {0, 0};
             setrlimit(RLIMIT_CORE, &rl);
             alarm(20); /* a deadlocked child dies of SIGALRM instead of hanging the test */
-            _exit(child_work(inherited, INHERITED));
+            int status = child_work(inherited, INHERITED);
+#ifdef VALGRIND_CLO_CHANGE
+            /* A block another thread had just allocated when fork() ran is referenced by nothing
+             * in the child: a genuine leak there, and not what this test is about. */
+            VALGRIND_CLO_CHANGE("--leak-check=no");
+#endif
+            _exit(status);
         }
         int st = 0;
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR)

@@ -986,9 +986,9 @@ def main(argv):
         baseline = Variant(la, f"{la} ({paths[0]})", "compare", preload=paths[0], env=kv_list(args.env_a))
         cand = Variant(lb, f"{lb} ({paths[1]})", "compare", preload=paths[1], env=kv_list(args.env_b))
         debug_base = Variant(la, baseline.title, "compare", preload=paths[0],
-                             env=dict(baseline.env, FASTMM5_DEBUG="1"))
+                             env=dict(baseline.env, FASTMM5_DEBUG="1", FASTMM5_STACK_DEPTH="0"))
         debug_cand = Variant(lb, cand.title, "compare", preload=paths[1],
-                             env=dict(cand.env, FASTMM5_DEBUG="1"))
+                             env=dict(cand.env, FASTMM5_DEBUG="1", FASTMM5_STACK_DEPTH="0"))
         library = {"A": library_facts(paths[0]), "B": library_facts(paths[1])}
         normal_candidates, debug_candidates = [cand], [debug_cand]
         all_variants = [baseline, cand, debug_base, debug_cand]
@@ -1007,8 +1007,14 @@ def main(argv):
                            "baseline", verify_malloc="libc.so")
         debug_base = baseline
         fm = Variant("fastmm5", "libfastmm5", "fastmm5", preload=lib, version=library.get("version"))
-        fmd = Variant("fastmm5-debug", "libfastmm5 in debug mode", "fastmm5-debug", preload=lib,
-                      env={"FASTMM5_DEBUG": "1"}, version=library.get("version"))
+        # Debug mode is measured with stack traces off (the seeds' method: fills and checks only)
+        # and, as a second row, with FastMM5's default depth of 20.
+        fmd = Variant("fastmm5-debug", "libfastmm5 in debug mode, stack traces off (FASTMM5_STACK_DEPTH=0)",
+                      "fastmm5-debug", preload=lib, env={"FASTMM5_DEBUG": "1", "FASTMM5_STACK_DEPTH": "0"},
+                      version=library.get("version"))
+        fmd20 = Variant("fastmm5-debug-st20", "libfastmm5 in debug mode, stack traces of depth 20",
+                        "fastmm5-debug", preload=lib, env={"FASTMM5_DEBUG": "1", "FASTMM5_STACK_DEPTH": "20"},
+                        version=library.get("version"))
         logfile = os.path.join(workdir, "apt.log")
         groups = {w.group for w in selected}
         wanted = lambda n: (not args.peers or n in args.peers.split(",")) and n not in args.skip.split(",")  # noqa
@@ -1017,10 +1023,10 @@ def main(argv):
         dpeer_vs = peer_variants(DEBUG_PEER_TABLE, args.install, log, logfile, wanted) \
             if "debug" in groups else []
         normal_candidates = [fm] + peer_vs if groups & {"micro", "general", "real"} else []
-        debug_candidates = [fmd] + dpeer_vs if "debug" in groups else []
+        debug_candidates = [fmd, fmd20] + dpeer_vs if "debug" in groups else []
         all_variants = [baseline] + normal_candidates + debug_candidates
         debug_variants = debug_candidates
-        primary = ["fastmm5", "fastmm5-debug"]
+        primary = ["fastmm5", "fastmm5-debug", "fastmm5-debug-st20"]
         peers = [v.name for v in peer_vs + dpeer_vs]
 
     want = {p.strip() for p in args.peers.split(",")} if args.peers else None

@@ -1,0 +1,285 @@
+/*
+ * check_kernels.c - white-box differential tests of the byte kernels (lib/kernels.h), a Check
+ * program of its own (tests/check_kernels): it links the convenience library
+ * lib/libfastmm5_core.la, whose fm_* names are hidden in libfastmm5.so.
+ *
+ * Every kernel is compared with its C twin and with a plain byte loop, for every size 0..600
+ * and every start offset 0..15 (modulo 16), clean and with each single byte corrupted: the
+ * verdicts must be identical. The buffers end in a PROT_NONE page: for each size one placement
+ * ends exactly at it (the byte after the range cannot be read), and every placement has the
+ * bytes around the range set to a different value, so an over-read that feeds the comparison
+ * flips the verdict and an over-write is seen. Fills and copies are compared byte for byte.
+ *
+ * The kernels under test: fm_kernels as fm_kernels_init(false) installs it (SSE2 where built
+ * and usable, else the C twins), the SSE2 entries called directly (n >= 16, all sizes), and the
+ * C twins. FASTMM5_DISABLE_ASM=1 in the environment must make fm_kernels_init() pick the C
+ * twins (case "selection"; tests/kernels-disable-asm.sh runs it with and without).
+ */
+#include <config.h>
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#if defined(FM_TEST_KERNELS_ONLY)
+/* Built alone with lib/kernels.c and asm/<host>/ (.ci/run's i386 leg, while the rest of the
+ * library does not build there): no options module, the environment is read here. */
+#include "kernels.h"
+#else
+#include "internal.h"
+#endif
+
+#define MAX_SIZE 600
+#define OFFSETS 16
+
+static unsigned char *region; /* RW pages followed by one PROT_NONE page */
+static unsigned char *guard;  /* the first PROT_NONE byte */
+static size_t region_rw;
+
+static void setup_region(void)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    region_rw = (2 * MAX_SIZE + 64 + page - 1) / page * page;
+    region = mmap(NULL, region_rw + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_msg(region != MAP_FAILED, "mmap failed");
+    guard = region + region_rw;
+    ck_assert_int_eq(mprotect(guard, page, PROT_NONE), 0);
+    fm_kernels_init(false);
+}
+
+static void teardown_region(void)
+{
+    munmap(region, region_rw + (size_t)sysconf(_SC_PAGESIZE));
+    fm_kernels_init(false);
+}
+
+/* A range of n bytes whose start is offset (mod 16) and whose end is at most 15 bytes before the
+ * guard page; exact: end exactly at the guard (the start offset is then what n makes it). */
+static unsigned char *place(size_t n, unsigned offset, bool exact)
+{
+    uintptr_t end = (uintptr_t)guard;
+    if (exact)
+        return (unsigned char *)(end - n);
+    uintptr_t p = end - n;
+    p -= (p - offset) & 15;
+    return (unsigned char *)p;
+}
+
+static bool byte_loop(const unsigned char *p, uint8_t byte, size_t n)
+{
+    bool ok = true;
+    for (size_t i = 0; i < n; i++)
+        ok &= p[i] == byte;
+    return ok;
+}
+
+static bool asm_usable(void)
+{
+#if defined(FASTMM_HAVE_ASM)
+    return fm_kernels_asm_usable();
+#else
+    return false;
+#endif
+}
+
+/* One verdict from every implementation; false (and a message) if they disagree. */
+static bool verdicts_agree(const unsigned char *p, uint8_t byte, size_t n, bool *verdict)
+{
+    bool ref = byte_loop(p, byte, n);
+    bool c = fm_check_fill_c(p, byte, n);
+    bool k = fm_kernels.check_fill(p, byte, n);
+    bool s = ref;
+#if defined(FASTMM_HAVE_ASM)
+    if (n >= 16 && asm_usable())
+        s = fm_check_fill_sse2(p, byte, n);
+#endif
+    *verdict = ref;
+    return c == ref && k == ref && s == ref;
+}
+
+static void check_fill_all(uint8_t byte, bool exact)
+{
+    static const uint8_t flips[] = {0x01, 0x80, 0xff, 0x7f, 0x10};
+    unsigned offsets = exact ? 1 : OFFSETS;
+    for (size_t n = 0; n <= MAX_SIZE; n++) {
+        for (unsigned o = 0; o < offsets; o++) {
+            unsigned char *p = place(n, o, exact);
+            memset(region, (uint8_t)~byte, region_rw); /* surroundings differ from the fill */
+            memset(p, byte, n);
+            bool v;
+            if (!verdicts_agree(p, byte, n, &v) || !v)
+                ck_abort_msg("clean range: n=%zu offset=%u exact=%d byte=0x%02x: verdicts differ "
+                             "or not filled", n, (unsigned)((uintptr_t)p & 15), exact, byte);
+            for (size_t i = 0; i < n; i++) {
+                p[i] = (uint8_t)(byte ^ flips[i % sizeof flips]);
+                if (!verdicts_agree(p, byte, n, &v) || v)
+                    ck_abort_msg("corrupt byte %zu: n=%zu offset=%u exact=%d byte=0x%02x: verdicts "
+                                 "differ or corruption missed", i, n, (unsigned)((uintptr_t)p & 15),
+                                 exact, byte);
+                p[i] = byte;
+            }
+        }
+    }
+}
+
+START_TEST(check_fill_differential)
+{
+    check_fill_all(0x80, false); /* FastMM5's freed-block fill */
+    check_fill_all(0x80, true);
+}
+END_TEST
+
+START_TEST(check_fill_other_bytes)
+{
+    /* 0x00 and 0xff: the sign bit (pmovmskb) and the all-zero pattern; 0x90: the allocated fill */
+    check_fill_all(0x00, true);
+    check_fill_all(0xff, true);
+    check_fill_all(0x90, false);
+}
+END_TEST
+
+/* Runs fill(p, byte, n) on a placed range and checks every byte of the RW region. */
+static void one_fill(void (*fill)(void *, uint8_t, size_t), const char *what, size_t n, unsigned o,
+                     bool exact)
+{
+    unsigned char *p = place(n, o, exact);
+    memset(region, 0x5a, region_rw);
+    fill(p, 0x80, n);
+    for (unsigned char *q = region; q < guard; q++) {
+        uint8_t want = (q >= p && q < p + n) ? 0x80 : 0x5a;
+        if (*q != want)
+            ck_abort_msg("%s: n=%zu offset=%u exact=%d: byte %td is 0x%02x, not 0x%02x", what, n,
+                         (unsigned)((uintptr_t)p & 15), exact, q - p, *q, want);
+    }
+}
+
+static void fill_each(void (*fill)(void *, uint8_t, size_t), const char *what, size_t min_n)
+{
+    for (size_t n = min_n; n <= MAX_SIZE; n++) {
+        for (unsigned o = 0; o < OFFSETS; o++)
+            one_fill(fill, what, n, o, false);
+        one_fill(fill, what, n, 0, true);
+    }
+}
+
+START_TEST(fill_differential)
+{
+    fill_each(fm_kernels.fill, "fm_kernels.fill", 0);
+    fill_each(fm_fill_c, "fm_fill_c", 0);
+#if defined(FASTMM_HAVE_ASM)
+    if (asm_usable())
+        fill_each(fm_fill_sse2, "fm_fill_sse2", 16);
+#endif
+}
+END_TEST
+
+/* Copies n pattern bytes from a placed source to a placed destination (source in the lower half
+ * of the region, destination ending at the guard) and checks every byte of the region. */
+static void one_copy(void (*copy)(void *, const void *, size_t), const char *what, size_t n,
+                     unsigned o_src, unsigned o_dst, bool exact)
+{
+    unsigned char *d = place(n, o_dst, exact);
+    unsigned char *s = region + 16 + o_src;
+    memset(region, 0x5a, region_rw);
+    for (size_t i = 0; i < n; i++)
+        s[i] = (uint8_t)(i * 7 + 1);
+    copy(d, s, n);
+    for (unsigned char *q = region; q < guard; q++) {
+        uint8_t want;
+        if (q >= d && q < d + n)
+            want = (uint8_t)((size_t)(q - d) * 7 + 1);
+        else if (q >= s && q < s + n)
+            want = (uint8_t)((size_t)(q - s) * 7 + 1);
+        else
+            want = 0x5a;
+        if (*q != want)
+            ck_abort_msg("%s: n=%zu src offset=%u dst offset=%u: byte at %td from dst is 0x%02x, "
+                         "not 0x%02x", what, n, o_src, (unsigned)((uintptr_t)d & 15), q - d, *q, want);
+    }
+}
+
+static void copy_each(void (*copy)(void *, const void *, size_t), const char *what, size_t min_n)
+{
+    for (size_t n = min_n; n <= MAX_SIZE; n++) {
+        for (unsigned o = 0; o < OFFSETS; o++)
+            one_copy(copy, what, n, (o * 5) & 15, o, false);
+        one_copy(copy, what, n, 3, 0, true);
+    }
+}
+
+START_TEST(copy_differential)
+{
+    copy_each(fm_kernels.copy, "fm_kernels.copy", 0);
+    copy_each(fm_copy_c, "fm_copy_c", 0);
+#if defined(FASTMM_HAVE_ASM)
+    if (asm_usable())
+        copy_each(fm_copy_sse2, "fm_copy_sse2", 16);
+#endif
+}
+END_TEST
+
+/* Which kernels run: with asm built and usable, SSE2 unless disabled; FASTMM5_DISABLE_ASM=1 in
+ * the environment, read by the options module, picks the C twins. */
+START_TEST(selection)
+{
+    fm_kernels_init(true);
+    ck_assert_msg(strncmp(fm_kernels_name(), "portable C", 10) == 0, "%s", fm_kernels_name());
+    ck_assert(fm_kernels.check_fill == fm_check_fill_c);
+    ck_assert(fm_kernels.fill == fm_fill_c);
+    ck_assert(fm_kernels.copy == fm_copy_c);
+
+    fm_kernels_init(false);
+    if (asm_usable()) {
+        ck_assert_msg(strncmp(fm_kernels_name(), "SSE2", 4) == 0, "%s", fm_kernels_name());
+        ck_assert(fm_kernels.check_fill != fm_check_fill_c);
+    } else {
+        ck_assert_msg(strncmp(fm_kernels_name(), "portable C", 10) == 0, "%s", fm_kernels_name());
+        ck_assert(fm_kernels.check_fill == fm_check_fill_c);
+    }
+
+    /* What the library does at start-up, with this process's environment. */
+    const char *env = getenv("FASTMM5_DISABLE_ASM");
+    bool disabled = env != NULL && strcmp(env, "1") == 0;
+#if defined(FM_TEST_KERNELS_ONLY)
+    fm_kernels_init(disabled);
+#else
+    ck_assert(fm_options_init());
+    fm_kernels_init(fm_options.disable_asm);
+    ck_assert_int_eq(fm_options.disable_asm, disabled);
+#endif
+    if (disabled || !asm_usable())
+        ck_assert_msg(strncmp(fm_kernels_name(), "portable C", 10) == 0, "%s", fm_kernels_name());
+    else
+        ck_assert_msg(strncmp(fm_kernels_name(), "SSE2", 4) == 0, "%s", fm_kernels_name());
+    printf("kernels: %s (FASTMM5_DISABLE_ASM=%s)\n", fm_kernels_name(), env ? env : "unset");
+}
+END_TEST
+
+Suite *suite_kernels(void)
+{
+    Suite *s = suite_create("kernels");
+    TCase *tc = tcase_create("differential");
+    tcase_add_checked_fixture(tc, setup_region, teardown_region);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, check_fill_differential);
+    tcase_add_test(tc, check_fill_other_bytes);
+    tcase_add_test(tc, fill_differential);
+    tcase_add_test(tc, copy_differential);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("selection");
+    tcase_add_test(tc, selection);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite_kernels());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
