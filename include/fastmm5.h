@@ -72,6 +72,18 @@ FASTMM_API unsigned fastmm_debug_stack_depth(void);   /* entries per stored trac
 FASTMM_API void fastmm_debug_set_stack_depth(unsigned depth);
 FASTMM_API size_t fastmm_debug_scan(void);            /* checks every debug block; returns how many are corrupt */
 
+/* FastMM5's erase modes, a lightweight subset of debug mode for blocks of any mode: while
+ * erase-allocated is active, malloc fills the whole usable area of each new block with 0x90
+ * (not calloc, not the grown part of a realloc); while erase-freed is active, free fills the
+ * usable area with 0x80 first (debug blocks fill themselves). Nested counters, like debug mode;
+ * also FASTMM5_ERASE=allocated|freed|both. */
+FASTMM_API bool fastmm_erase_allocated_begin(void);
+FASTMM_API bool fastmm_erase_allocated_end(void);
+FASTMM_API bool fastmm_erase_allocated_active(void);
+FASTMM_API bool fastmm_erase_freed_begin(void);
+FASTMM_API bool fastmm_erase_freed_end(void);
+FASTMM_API bool fastmm_erase_freed_active(void);
+
 /* Allocation groups (FastMM_CurrentAllocationGroup): stored in each new debug block. */
 FASTMM_API void fastmm_debug_set_allocation_group(uint32_t group);
 FASTMM_API uint32_t fastmm_debug_allocation_group(void);

@@ -179,7 +179,7 @@ void *fm_alloc_aligned(size_t alignment, size_t size)
 FM_EXPORT void *fastmm_malloc(size_t size)
 {
     fm_tcache_t *tc = fm_tcache_current;
-    if (FM_LIKELY(size <= FM_SMALL_MAX_USER && FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_debug_on))) {
+    if (FM_LIKELY(size <= FM_SMALL_MAX_USER && FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_slow_alloc))) {
         unsigned c = fm_small_class_of(size);
         fm_tcache_bin_t *bin = &tc->bins[c];
         void *b = bin->head;
@@ -193,7 +193,10 @@ FM_EXPORT void *fastmm_malloc(size_t size)
     }
     if (fm_load_relaxed(&fm_debug_on))
         return fm_debug_alloc(size, FM_DEBUG_FILL_ALLOCATED);
-    return fm_track_new(fm_alloc(size), size, false);
+    void *p = fm_track_new(fm_alloc(size), size, false);
+    if (fm_load_relaxed(&fm_erase_allocated) && p != NULL) /* malloc only: not calloc or realloc */
+        fm_kernels.fill(p, FM_DEBUG_FILL_ALLOCATED, fm_track_usable(p, fm_block_usable(p, fm_block_classify(p))));
+    return p;
 }
 
 static FM_NOINLINE void free_slow(void *p, fm_block_ref_t ref)
@@ -206,7 +209,10 @@ static FM_NOINLINE void free_slow(void *p, fm_block_ref_t ref)
                                                 ? "the block was already freed"
                                                 : "it points 64 bytes before a debug block's user data");
     } else {
-        fm_track_free(p, fm_block_usable(p, ref), ref.kind == FM_BLOCK_MEDIUM, false);
+        size_t usable = fm_block_usable(p, ref);
+        if (fm_load_relaxed(&fm_erase_freed)) /* the whole usable area, as FastMM5 does */
+            fm_kernels.fill(p, 0x80, fm_track_usable(p, usable));
+        fm_track_free(p, usable, ref.kind == FM_BLOCK_MEDIUM, false);
         fm_free_classified(p, ref);
     }
     errno = saved;
@@ -220,7 +226,7 @@ FM_EXPORT void fastmm_free(void *p)
         return;
     fm_block_ref_t ref = fm_block_classify(p);
     fm_tcache_t *tc = fm_tcache_current;
-    if (FM_LIKELY(ref.kind == FM_BLOCK_SMALL && FM_TCACHE_USABLE(tc))) {
+    if (FM_LIKELY(ref.kind == FM_BLOCK_SMALL && FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_erase_freed))) {
         uint16_t flags = *fm_flags_of(p);
         if (FM_LIKELY((flags & (FM_FLAG_FREE | FM_FLAG_DEBUG_INFO)) == 0)) {
             unsigned c = ((fm_small_span_t *)ref.owner)->manager->class_index;

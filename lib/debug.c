@@ -48,7 +48,12 @@ FM_STATIC_ASSERT(offsetof(debug_header_t, header_checksum) == (FM_IS64 ? 20 : 28
 FM_STATIC_ASSERT(offsetof(debug_header_t, flags) == 62, "the flags must end right before the user data");
 
 bool fm_debug_on;
+bool fm_erase_allocated; /* FastMM5's erase modes: a lightweight subset of debug mode (4.10) */
+bool fm_erase_freed;
+bool fm_slow_alloc;      /* debug mode or erase-allocated: malloc skips the thread-cache fast path */
 static int debug_counter;
+static int erase_allocated_counter;
+static int erase_freed_counter;
 static fm_lock_t mode_lock;
 static unsigned debug_options = FASTMM_DEBUG_NEVER_FREE_SMALL_SPANS | FASTMM_DEBUG_NEVER_MERGE_FREE_MEDIUM_BLOCKS;
 static unsigned stack_depth = 20;
@@ -309,7 +314,10 @@ static void apply_options_locked(void)
     bool on = debug_counter > 0;
     fm_small_keep_empty_spans = on && (debug_options & FASTMM_DEBUG_NEVER_FREE_SMALL_SPANS);
     fm_medium_never_merge = on && (debug_options & FASTMM_DEBUG_NEVER_MERGE_FREE_MEDIUM_BLOCKS);
+    fm_store_release(&fm_erase_allocated, erase_allocated_counter > 0);
+    fm_store_release(&fm_erase_freed, erase_freed_counter > 0);
     fm_store_release(&fm_debug_on, on);
+    fm_store_release(&fm_slow_alloc, on || erase_allocated_counter > 0);
 }
 
 static void *init_block(char *outer, size_t size, unsigned depth, int fill)
@@ -773,3 +781,25 @@ bool fm_debug_block_details(const void *outer, fm_debug_details_t *out)
     out->freed = freed;
     return true;
 }
+
+/* ---- erase modes (FastMM5's Begin/EndErase*BlockContent): nested counters, changed on every
+ * call whatever the result, like the debug-mode counter ---- */
+
+static bool change_counter(int *counter, int delta)
+{
+    fm_ensure_init();
+    fm_lock_wait(&mode_lock);
+    bool ok = delta > 0 || *counter > 0;
+    if (ok)
+        *counter += delta;
+    apply_options_locked();
+    fm_lock_release(&mode_lock);
+    return ok;
+}
+
+FM_EXPORT bool fastmm_erase_allocated_begin(void) { return change_counter(&erase_allocated_counter, 1); }
+FM_EXPORT bool fastmm_erase_allocated_end(void) { return change_counter(&erase_allocated_counter, -1); }
+FM_EXPORT bool fastmm_erase_allocated_active(void) { return fm_load_acquire(&fm_erase_allocated); }
+FM_EXPORT bool fastmm_erase_freed_begin(void) { return change_counter(&erase_freed_counter, 1); }
+FM_EXPORT bool fastmm_erase_freed_end(void) { return change_counter(&erase_freed_counter, -1); }
+FM_EXPORT bool fastmm_erase_freed_active(void) { return fm_load_acquire(&fm_erase_freed); }

@@ -72,8 +72,13 @@ static void apply_start_options(void)
     if (applied || !fm_options_init())
         return;
     applied = true;
+    fm_kernels_init(fm_options.disable_asm); /* FASTMM5_DISABLE_ASM may only be readable now */
     if (fm_options.debug_at_start)
         fastmm_debug_enter();
+    if (fm_options.erase_allocated)
+        fastmm_erase_allocated_begin();
+    if (fm_options.erase_freed)
+        fastmm_erase_freed_begin();
     fm_tuning_start(); /* FASTMM5_MIN_ALIGNMENT */
     if (fm_options.verbose)
         fm_options_describe(2);

@@ -53,6 +53,8 @@ typedef struct fm_options {
     bool verbose;
     bool disable_asm;
     bool debug_at_start;
+    bool erase_allocated;
+    bool erase_freed;
     bool report_leaks;
     bool stats_json;        /* FASTMM5_STATS=json: the exit report is fastmm_write_json (walk.c) */
     unsigned min_alignment; /* FASTMM5_MIN_ALIGNMENT, applied by fm_tuning_start (0: none) */
@@ -207,6 +209,7 @@ void fm_stack_format(fm_report_t *r, const uintptr_t *trace, unsigned depth);
 /* ---- debug.c: FastMM5's debug mode ---- */
 #define FM_DEBUG_FILL_ALLOCATED 0x90
 extern bool fm_debug_on;
+extern bool fm_erase_allocated, fm_erase_freed, fm_slow_alloc;
 void fm_debug_init(void);
 void *fm_debug_alloc(size_t size, int fill); /* fill: 0x90, 0 (calloc) or -1 (none) */
 bool fm_debug_classify(const void *p, fm_block_ref_t *outer_ref);

@@ -16,7 +16,8 @@ fm_options_t fm_options = {.strategy = FM_STRATEGY_BALANCED};
 static const char *const known_names[] = {
     "FASTMM5_STATS", "FASTMM5_ON_ERROR", "FASTMM5_LOG", "FASTMM5_STRATEGY", "FASTMM5_VERBOSE",
     "FASTMM5_DEBUG", "FASTMM5_STACK_DEPTH", "FASTMM5_REPORT_LEAKS", "FASTMM5_DISABLE_ASM",
-    "FASTMM5_VALGRIND_SLACK",
+    "FASTMM5_VALGRIND_SLACK", "FASTMM5_ERASE",
+    "FASTMM5_LIB", /* read by tools/fastmm5-stats, not by the library */
     "FASTMM5_MEMORY_LIMIT", "FASTMM5_MIN_ALIGNMENT",
 };
 static const char *const planned_names[] = {""};
@@ -185,6 +186,21 @@ static void read_min_alignment(void)
         warn("FASTMM5_MIN_ALIGNMENT", v, "expected 8, 16, 32 or 64; ignored");
 }
 
+/* FASTMM5_ERASE=allocated|freed|both: FastMM5's erase modes from start-up. */
+static void read_erase(void)
+{
+    const char *v = fm_os_getenv("FASTMM5_ERASE");
+    if (v == NULL)
+        return;
+    bool both = str_eq(v, "both");
+    if (both || str_eq(v, "allocated"))
+        fm_options.erase_allocated = true;
+    if (both || str_eq(v, "freed"))
+        fm_options.erase_freed = true;
+    if (!fm_options.erase_allocated && !fm_options.erase_freed)
+        warn("FASTMM5_ERASE", v, "expected allocated, freed or both; ignored");
+}
+
 static bool options_read;
 
 /* Returns false (and reads nothing) while the C library has not set the environment up yet. */
@@ -206,6 +222,7 @@ bool fm_options_init(void)
     parse_bool("FASTMM5_DEBUG", fm_os_getenv("FASTMM5_DEBUG"), &fm_options.debug_at_start);
     parse_bool("FASTMM5_REPORT_LEAKS", fm_os_getenv("FASTMM5_REPORT_LEAKS"), &fm_options.report_leaks);
     read_stack_depth();
+    read_erase();
     const char *log = fm_os_getenv("FASTMM5_LOG");
     if (log != NULL && !fm_event_set_log_path(log))
         warn("FASTMM5_LOG", log, "cannot open the file for appending; events go to standard error only");

@@ -7,7 +7,9 @@
 #      FASTMM5_STATS=1: the usage report at exit shows what libfastmm5 served;
 #   2. compiles a tiny C program that frees the address of a stack variable, links it with
 #      -lfastmm5 and runs it with FASTMM5_ON_ERROR=continue: the library reports the invalid
-#      pointer event and refuses the free, and the program carries on (glibc would abort).
+#      pointer event and refuses the free, and the program carries on (glibc would abort);
+#   3. runs an unmodified buggy program (tests/buggy-program.c) preloaded with FASTMM5_DEBUG=1:
+#      debug mode reports its one-byte overrun and its leak with the allocating function's name.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -79,4 +81,17 @@ gcc -O0 -w -fno-builtin -I"$top/include" "$tmp/bad-free.c" -o "$tmp/bad-free" \
 rc=0
 FASTMM5_ON_ERROR=continue FASTMM5_STATS=1 "$tmp/bad-free" || rc=$?
 say "bad-free exited with status $rc"
-exit "$rc"
+[ "$rc" -eq 0 ] || exit "$rc"
+
+# --- 3. Debug mode on an unmodified program -------------------------------------------------------
+# tests/buggy-program.c knows nothing of libfastmm5: it writes one byte past a 24-byte record,
+# and in "leak" mode never frees it. Debug mode, switched on from the environment, catches both
+# and names the function that allocated the block (-rdynamic lets dladdr name it).
+say "debug mode on an unmodified buggy program: FASTMM5_DEBUG=1 FASTMM5_ON_ERROR=continue"
+gcc -O0 -g -rdynamic "$top/tests/buggy-program.c" -o "$tmp/buggy-program"
+LD_PRELOAD=$so FASTMM5_DEBUG=1 FASTMM5_ON_ERROR=continue "$tmp/buggy-program"
+say "the same program leaking its record, with FASTMM5_REPORT_LEAKS=1"
+LD_PRELOAD=$so FASTMM5_DEBUG=1 FASTMM5_REPORT_LEAKS=1 "$tmp/buggy-program" leak
+say "and 'ls /' under debug mode with leak reporting: a correct program reports nothing"
+LD_PRELOAD=$so FASTMM5_DEBUG=1 FASTMM5_REPORT_LEAKS=1 ls / >/dev/null
+say "done"

@@ -1532,6 +1532,54 @@ END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
 
+
+/* Guards FastMM5's erase modes (facts 4.10): erase-allocated fills the whole usable area of a
+ * new malloc block with 0x90 but leaves calloc zeroed; erase-freed fills a freed block's usable
+ * area with 0x80 (read back here from a still-mapped small block: its first word holds the
+ * free-list link, so the check starts at 16); both are nested counters that report their state,
+ * and an unbalanced end is refused. Outside the modes nothing is filled. */
+START_TEST(test_erase_modes)
+{
+    ck_assert(!fastmm_erase_allocated_active());
+    ck_assert(fastmm_erase_allocated_begin());
+    ck_assert(fastmm_erase_allocated_begin());
+    ck_assert(fastmm_erase_allocated_active());
+    for (size_t n = 1; n <= 5000; n += 333) {
+        unsigned char *p = malloc(n);
+        size_t u = fastmm_usable_size(p);
+        TEST_MAKE_DEFINED(p, u);
+        for (size_t i = 0; i < u; i++)
+            REQUIRE(p[i] == 0x90, "erase-allocated: byte %zu of a %zu-byte block is %#x", i, n, p[i]);
+        unsigned char *c = calloc(1, n);
+        for (size_t i = 0; i < n; i++)
+            REQUIRE(c[i] == 0, "erase-allocated must not touch calloc: byte %zu is %#x", i, c[i]);
+        free(c);
+        free(p);
+    }
+    ck_assert(fastmm_erase_allocated_end());
+    ck_assert(fastmm_erase_allocated_end());
+    ck_assert(!fastmm_erase_allocated_active());
+    ck_assert(!fastmm_erase_allocated_end()); /* unbalanced */
+
+    ck_assert(fastmm_erase_freed_begin());
+    ck_assert(fastmm_erase_freed_active());
+    unsigned char *keep = malloc(200); /* a neighbour, so the span stays mapped */
+    unsigned char *q = malloc(200);
+    size_t u = fastmm_usable_size(q);
+    memset(q, 0x11, u);
+    free(q);
+    TEST_MAKE_DEFINED(q, u);
+    for (size_t i = 16; i < u; i++)
+        REQUIRE(q[i] == 0x80, "erase-freed: byte %zu of a freed block is %#x", i, q[i]);
+    ck_assert(fastmm_erase_freed_end());
+    ck_assert(!fastmm_erase_freed_active());
+    unsigned char *r = malloc(200);
+    memset(r, 0x22, fastmm_usable_size(r));
+    free(r);
+    free(keep);
+}
+END_TEST
+
 Suite *suite_debug(void)
 {
     Suite *s = suite_create("debug");
@@ -1570,6 +1618,7 @@ Suite *suite_debug(void)
     tcase_add_test(tc, test_nesting_under_threads);
     tcase_add_test(tc, test_leak_check);
     tcase_add_test(tc, test_memory_bounded);
+    tcase_add_test(tc, test_erase_modes);
     suite_add_tcase(s, tc);
 
     return s;
