@@ -18,6 +18,9 @@
 #                     report (so the report above is debug mode's doing).
 #   leak/none         FASTMM5_DEBUG=1 FASTMM5_REPORT_LEAKS=1 ls /: exits 0 and reports no leak
 #                     (no "unexpected memory leak" on standard error).
+#   virtual-call      FASTMM5_DEBUG=1 tests/freed-object.cpp (compiled here with g++ when there
+#                     is one): a virtual call through a deleted object lands in the trap table
+#                     and is reported as a virtual call on a freed object, naming make_square.
 #   leak/found        the same settings, buggy-program leak: the never-freed 24-byte record is
 #                     reported ("unexpected memory leak", "24 bytes") with make_customer_record in
 #                     its allocation trace; the program still exits 0 (leak reports never abort).
@@ -171,6 +174,29 @@ expect_err 'unexpected memory leak' "the leak summary"
 expect_err '24 bytes' "the leaked record's size"
 expect_err 'make_customer_record' "the allocating function in the leak's stack trace"
 done_case "the leaked record is reported with make_customer_record"
+
+# --- a virtual call through a dangling C++ object -------------------------------------------------
+
+cxx_src=
+for d in "${srcdir:-}/tests" "$here"; do
+    if test -f "$d/freed-object.cpp"; then
+        cxx_src=$d/freed-object.cpp
+        break
+    fi
+done
+if test -n "$cxx_src" && command -v "${CXX:-g++}" >/dev/null 2>&1 &&
+    "${CXX:-g++}" -O0 -g -rdynamic "$cxx_src" -o "$work/freed-object" 2>"$work/cxx.err"; then
+    run virtual-call FASTMM5_DEBUG=1 "$work/freed-object"
+    expect_rc 134 "killed by SIGABRT"
+    expect_err 'virtual method was called on a freed object' "the freed-object report"
+    expect_err 'make_square' "the allocating function in the block's stack trace"
+    if grep -q '^done$' "$name.out"; then
+        fail "the call went through (printed \"done\")"
+    fi
+    done_case "a virtual call on a deleted object is reported"
+else
+    echo "SKIP: virtual-call (no C++ compiler)"
+fi
 
 echo "debug-preload: $passed passed, $failed failed"
 test $failed -eq 0 || exit 1
