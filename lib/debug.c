@@ -222,17 +222,23 @@ static void report_block(fm_report_t *r, const debug_header_t *h, bool header_tr
     fm_report_dump(r, user, dump);
 }
 
+/* Takes the report lock and writes the first lines every block event shares. */
+static void begin_block_report(fm_report_t *r, fastmm_event_type_t type, const char *operation)
+{
+    fm_report_begin(r);
+    fm_report_str(r, "libfastmm5: ");
+    fm_report_str(r, event_name(type));
+    fm_report_str(r, "\nDetected by: ");
+    fm_report_str(r, operation);
+    fm_report_str(r, ", thread ");
+    fm_report_dec(r, fm_os_thread_id());
+}
+
 static void raise_block_event(fastmm_event_type_t type, const debug_header_t *h, const char *operation)
 {
     bool trusted = type != FASTMM_EVENT_HEADER_CORRUPTION;
     fm_report_t r;
-    fm_report_begin(&r);
-    fm_report_str(&r, "libfastmm5: ");
-    fm_report_str(&r, event_name(type));
-    fm_report_str(&r, "\nDetected by: ");
-    fm_report_str(&r, operation);
-    fm_report_str(&r, ", thread ");
-    fm_report_dec(&r, fm_os_thread_id());
+    begin_block_report(&r, type, operation);
     report_block(&r, h, trusted);
     if (type == FASTMM_EVENT_MODIFIED_AFTER_FREE)
         report_modified_runs(&r, h);
@@ -467,13 +473,7 @@ static bool report_freed_large(fastmm_event_type_t type, const void *p, const ch
     if (!found)
         return false;
     fm_report_t r;
-    fm_report_begin(&r);
-    fm_report_str(&r, "libfastmm5: ");
-    fm_report_str(&r, event_name(type));
-    fm_report_str(&r, "\nDetected by: ");
-    fm_report_str(&r, operation);
-    fm_report_str(&r, ", thread ");
-    fm_report_dec(&r, fm_os_thread_id());
+    begin_block_report(&r, type, operation);
     fm_report_str(&r, "\nBlock: ");
     fm_report_hex(&r, (uintptr_t)p);
     fm_report_str(&r, " (a large block: its memory went back to the OS when it was freed), requested size ");

@@ -16,7 +16,7 @@ fm_options_t fm_options = {.strategy = FM_STRATEGY_BALANCED};
 static const char *const known_names[] = {
     "FASTMM5_STATS", "FASTMM5_ON_ERROR", "FASTMM5_LOG", "FASTMM5_STRATEGY", "FASTMM5_VERBOSE",
     "FASTMM5_DEBUG", "FASTMM5_STACK_DEPTH", "FASTMM5_REPORT_LEAKS", "FASTMM5_DISABLE_ASM",
-    "FASTMM5_VALGRIND_SLACK", "FASTMM5_ERASE",
+    "FASTMM5_VALGRIND_SLACK", "FASTMM5_ERASE", "FASTMM5_DEBUG_OPTIONS",
     "FASTMM5_LIB", /* read by tools/fastmm5-stats, not by the library */
     "FASTMM5_MEMORY_LIMIT", "FASTMM5_MIN_ALIGNMENT",
 };
@@ -201,6 +201,48 @@ static void read_erase(void)
         warn("FASTMM5_ERASE", v, "expected allocated, freed or both; ignored");
 }
 
+/* FASTMM5_DEBUG_OPTIONS=never-free-small-spans,never-merge,scan-every-operation (any subset,
+ * comma-separated; "none" for neither of FastMM5's two defaults). */
+static void read_debug_options(void)
+{
+    const char *v = fm_os_getenv("FASTMM5_DEBUG_OPTIONS");
+    if (v == NULL)
+        return;
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } names[] = {
+        {"never-free-small-spans", FASTMM_DEBUG_NEVER_FREE_SMALL_SPANS},
+        {"never-merge", FASTMM_DEBUG_NEVER_MERGE_FREE_MEDIUM_BLOCKS},
+        {"scan-every-operation", FASTMM_DEBUG_SCAN_EVERY_OPERATION},
+        {"none", 0},
+    };
+    unsigned options = 0;
+    for (const char *item = v; *item != '\0';) {
+        size_t n = 0;
+        while (item[n] != '\0' && item[n] != ',')
+            n++;
+        bool known = false;
+        for (size_t i = 0; i < sizeof names / sizeof names[0] && !known; i++) {
+            size_t k = 0;
+            while (k < n && names[i].name[k] == item[k])
+                k++;
+            if (k == n && names[i].name[k] == '\0') {
+                options |= names[i].bit;
+                known = true;
+            }
+        }
+        if (!known) {
+            warn("FASTMM5_DEBUG_OPTIONS", v,
+                 "expected a comma-separated list of never-free-small-spans, never-merge, "
+                 "scan-every-operation or none; ignored");
+            return;
+        }
+        item += n + (item[n] == ',');
+    }
+    fastmm_debug_set_options(options);
+}
+
 static bool options_read;
 
 /* Returns false (and reads nothing) while the C library has not set the environment up yet. */
@@ -223,6 +265,7 @@ bool fm_options_init(void)
     parse_bool("FASTMM5_REPORT_LEAKS", fm_os_getenv("FASTMM5_REPORT_LEAKS"), &fm_options.report_leaks);
     read_stack_depth();
     read_erase();
+    read_debug_options();
     const char *log = fm_os_getenv("FASTMM5_LOG");
     if (log != NULL && !fm_event_set_log_path(log))
         warn("FASTMM5_LOG", log, "cannot open the file for appending; events go to standard error only");
