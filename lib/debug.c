@@ -119,6 +119,12 @@ static bool footer_ok(const debug_header_t *h)
 
 /* The outer block's flag word (small/medium/large alike: the two bytes before it). */
 FM_INLINE uint16_t *outer_flags(const debug_header_t *h) { return fm_flags_of(h); }
+/* The last step of writing a debug block: a scan that sees DEBUG_INFO (acquire) sees the block
+ * as written (fm_debug_scan_block). */
+FM_INLINE void set_debug_info(debug_header_t *h)
+{
+    fm_store_release(outer_flags(h), (uint16_t)(fm_load_relaxed(outer_flags(h)) | FM_FLAG_DEBUG_INFO));
+}
 
 /* ---- freed-object trap table: a vtable whose every slot reports the call ---- */
 
@@ -307,6 +313,7 @@ bool fm_debug_check_reuse(void *outer)
         return false;
     }
     *fm_flags_of(outer) = (uint16_t)(*fm_flags_of(outer) & ~FM_FLAG_DEBUG_INFO);
+    __atomic_thread_fence(__ATOMIC_RELEASE); /* before the caller rewrites it (fm_debug_scan_block) */
     return true;
 }
 
@@ -347,7 +354,7 @@ static void *init_block(char *outer, size_t size, unsigned depth, int fill)
     set_checksums(h);
     if (fill >= 0)
         fm_kernels.fill(h + 1, (uint8_t)fill, size);
-    *outer_flags(h) = (uint16_t)(*outer_flags(h) | FM_FLAG_DEBUG_INFO);
+    set_debug_info(h);
     if (h->allocation_number == fm_load_relaxed(&break_number) && break_number != 0)
         raise(SIGTRAP);
     return h + 1;
@@ -516,6 +523,7 @@ static void free_debug_block(void *p, fm_block_ref_t ref, const char *operation)
     fm_track_free(p, h->user_size, false, true); /* the debug checks read the freed contents */
     /* While the block is rewritten, a concurrent scan sees no DEBUG_INFO and leaves it alone. */
     *outer_flags(h) = (uint16_t)(*outer_flags(h) & ~FM_FLAG_DEBUG_INFO);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
     h->freed_by_thread = fm_os_thread_id();
     uintptr_t trace[MAX_DEPTH];
     fm_stack_capture(trace, h->stack_depth);
@@ -532,7 +540,7 @@ static void free_debug_block(void *p, fm_block_ref_t ref, const char *operation)
     fm_kernels.fill(u, FILL_FREED, n);
     h->flags = FLAGS_FREED;
     set_checksums(h);
-    *outer_flags(h) = (uint16_t)(*outer_flags(h) | FM_FLAG_DEBUG_INFO);
+    set_debug_info(h);
     if (ref.kind == FM_BLOCK_LARGE)
         remember_freed_large(h);
     fm_free_classified(h, ref);
@@ -575,6 +583,7 @@ static void *realloc_debug_block(void *p, fm_block_ref_t outer, size_t size)
     if (capacity - HEADER_SIZE - foot >= size) {
         /* in place: move the footer to the new end (FastMM5 keeps grown bytes unfilled) */
         *outer_flags(h) = (uint16_t)(*outer_flags(h) & ~FM_FLAG_DEBUG_INFO);
+        __atomic_thread_fence(__ATOMIC_RELEASE);
         unsigned char *new_footer = (unsigned char *)(h + 1) + size;
         fm_track_internal(new_footer, foot); /* may be slack memcheck was told is inaccessible */
         memmove(new_footer, footer_of(h), foot);
@@ -582,7 +591,7 @@ static void *realloc_debug_block(void *p, fm_block_ref_t outer, size_t size)
         fm_track_internal(new_footer, foot);
         h->user_size = size;
         h->header_checksum = header_checksum(h);
-        *outer_flags(h) = (uint16_t)(*outer_flags(h) | FM_FLAG_DEBUG_INFO);
+        set_debug_info(h);
         return p;
     }
     if (size > (size_t)PTRDIFF_MAX - overhead(h->stack_depth)) {
@@ -660,19 +669,28 @@ size_t fm_debug_usable_or_report(const void *p, fm_block_ref_t plain_ref)
 /* ---- scan ---- */
 
 /* Checks one outer block that carries DEBUG_INFO; retried while another thread may be
- * rewriting it (it clears DEBUG_INFO meanwhile). Returns true if it is corrupt (reported). */
-bool fm_debug_scan_block(const void *outer, bool freed)
+ * rewriting it (it clears DEBUG_INFO meanwhile). Returns true if it is corrupt (reported).
+ *
+ * A freed small block can be taken for reuse by another thread between the walk's look at its
+ * flags and this check: the thread removes it from its span under the lock, then vets it and
+ * rewrites it after the lock is released (small.c, fm_small_alloc). So a freed-block verdict only
+ * counts if the block was the same freed block before and after its contents were read: the
+ * outer flags and the allocation number (a reuse always takes a new one) are read on both sides
+ * of the check, with fences that pair with the writers' (clear DEBUG_INFO, release fence, then
+ * rewrite). Otherwise the check is retried and sees whatever the block has become; whether it
+ * is checked as a freed or a live block is decided each time by its current FREE flag (every
+ * freed block carries it: fm_block_mark_free, and medium.c for binned blocks). */
+bool fm_debug_scan_block(const void *outer)
 {
     const debug_header_t *h = outer;
     int problem = -1;
     for (int attempt = 0; attempt < SCAN_RETRIES; attempt++) {
-        if (!(fm_load_relaxed(outer_flags(h)) & FM_FLAG_DEBUG_INFO))
+        uint16_t flags_before = fm_load_acquire(outer_flags(h));
+        if (!(flags_before & FM_FLAG_DEBUG_INFO))
             return false;
-        if (freed) {
+        uint32_t number_before = fm_load_relaxed(&h->allocation_number);
+        if (flags_before & FM_FLAG_FREE)
             problem = freed_block_problem(h);
-            if (problem == FASTMM_EVENT_MODIFIED_AFTER_FREE)
-                break; /* nobody rewrites a freed block: no retry (FastMM5 4.8) */
-        }
         else if (!header_ok(h))
             problem = FASTMM_EVENT_HEADER_CORRUPTION;
         else if (h->flags == FLAGS_IN_USE && !footer_ok(h))
@@ -681,8 +699,11 @@ bool fm_debug_scan_block(const void *outer, bool freed)
             problem = -1;
         if (problem < 0)
             return false;
-        if (problem == FASTMM_EVENT_MODIFIED_AFTER_FREE)
-            break;
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        bool unchanged = fm_load_relaxed(outer_flags(h)) == flags_before &&
+                         fm_load_relaxed(&h->allocation_number) == number_before;
+        if (unchanged && problem == FASTMM_EVENT_MODIFIED_AFTER_FREE)
+            break; /* nobody rewrites a block while it stays freed: no retry (FastMM5 4.8) */
         fm_os_yield();
     }
     raise_block_event((fastmm_event_type_t)problem, h, "fastmm_debug_scan");

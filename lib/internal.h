@@ -161,7 +161,7 @@ bool fm_medium_drain_all(void);
 extern bool fm_medium_never_merge; /* debug option FASTMM_DEBUG_NEVER_MERGE_FREE_MEDIUM_BLOCKS */
 /* Calls visit(outer, freed) for every block carrying DEBUG_INFO in medium spans (small blocks
  * included) and, from large.c, large blocks; returns how many visits returned true. */
-size_t fm_medium_visit_debug_blocks(bool (*visit)(const void *outer, bool freed));
+size_t fm_medium_visit_debug_blocks(bool (*check)(const void *outer));
 /* Calls visit(user pointer, usable size) for every in-use block. */
 void fm_medium_visit_used(void (*visit)(void *block, size_t usable, void *arg), void *arg);
 void fm_medium_trim(void);
@@ -180,7 +180,7 @@ void fm_large_lock_all(void);
 void fm_large_unlock_all(void);
 uint64_t fm_large_contention(void);
 void fm_large_collect(fm_usage_detail_t *d);
-size_t fm_large_visit_debug_blocks(bool (*visit)(const void *outer, bool freed));
+size_t fm_large_visit_debug_blocks(bool (*check)(const void *outer));
 void fm_large_visit_used(void (*visit)(void *block, size_t usable, void *arg), void *arg);
 
 /* ---- api.c: classification shared by free, realloc and usable_size ---- */
@@ -219,7 +219,7 @@ void *fm_debug_realloc_plain(void *p, fm_block_ref_t ref, size_t size);
 size_t fm_debug_usable_or_report(const void *p, fm_block_ref_t plain_ref);
 bool fm_debug_check_reuse(void *outer);
 bool fm_debug_freed_block_intact(const void *outer);
-bool fm_debug_scan_block(const void *outer, bool freed);
+bool fm_debug_scan_block(const void *outer);
 bool fm_debug_block_info(const void *outer, size_t *user_size, uint32_t *number, const uintptr_t **trace,
                          unsigned *depth);
 void fm_debug_report_leak_block(fm_report_t *r, const void *outer);

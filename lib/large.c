@@ -235,7 +235,7 @@ void fm_large_collect(fm_usage_detail_t *d)
     }
 }
 
-size_t fm_large_visit_debug_blocks(bool (*check)(const void *outer, bool freed))
+size_t fm_large_visit_debug_blocks(bool (*check)(const void *outer))
 {
     size_t corrupt = 0;
     for (unsigned a = 0; a < FM_LARGE_ARENAS; a++) {
@@ -243,7 +243,7 @@ size_t fm_large_visit_debug_blocks(bool (*check)(const void *outer, bool freed))
         fm_lock_wait(&m->lock);
         for (fm_large_header_t *h = m->first; h != NULL; h = h->next)
             if (h->flags & FM_FLAG_DEBUG_INFO)
-                corrupt += check((char *)h + FM_LARGE_HEADER, (h->flags & FM_FLAG_FREE) != 0);
+                corrupt += check((char *)h + FM_LARGE_HEADER);
         fm_lock_release(&m->lock);
     }
     return corrupt;

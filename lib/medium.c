@@ -699,7 +699,7 @@ bool fm_medium_walk(fm_walk_visit_t visit, void *arg, uint64_t deadline_ms)
 }
 
 typedef struct debug_visit {
-    bool (*check)(const void *outer, bool freed);
+    bool (*check)(const void *outer);
     size_t corrupt;
 } debug_visit_t;
 
@@ -707,10 +707,10 @@ static void visit_debug(const fm_walk_record_t *r, void *arg)
 {
     debug_visit_t *v = arg;
     if ((r->kind == FM_WALK_SMALL_BLOCK || r->kind == FM_WALK_MEDIUM_BLOCK) && (r->flags & FM_FLAG_DEBUG_INFO))
-        v->corrupt += v->check(r->block, (r->flags & FM_FLAG_FREE) != 0);
+        v->corrupt += v->check(r->block);
 }
 
-size_t fm_medium_visit_debug_blocks(bool (*check)(const void *outer, bool freed))
+size_t fm_medium_visit_debug_blocks(bool (*check)(const void *outer))
 {
     debug_visit_t v = {check, 0};
     fm_medium_walk(visit_debug, &v, UINT64_MAX);
