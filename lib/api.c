@@ -40,10 +40,10 @@ static fm_block_ref_t classify(const void *p)
         return ref; /* no block starts there (and p - 2 might not be mapped) */
     /* For a small block the bits above SMALL are its span offset, so test SMALL first. */
     fm_small_span_t *small;
-    if (*fm_flags_of(p) & FM_FLAG_SMALL) {
+    if (fm_flags_get(p) & FM_FLAG_SMALL) {
         if (fm_small_validate(p, span, &small))
             ref.kind = FM_BLOCK_SMALL, ref.owner = small;
-    } else if (((uintptr_t)p & 63u) == 0 && fm_medium_validate(p, span) && !fm_medium_header_of(p)->is_small_span) {
+    } else if (((uintptr_t)p & 63u) == 0 && fm_medium_validate(p, span) && !fm_load_relaxed(&fm_medium_header_of(p)->is_small_span)) {
         ref.kind = FM_BLOCK_MEDIUM, ref.owner = span;
     }
     return ref;
@@ -186,7 +186,7 @@ FM_EXPORT void *fastmm_malloc(size_t size)
         if (FM_LIKELY(b != NULL)) {
             bin->head = *(void **)b;
             bin->count--;
-            *fm_flags_of(b) = (uint16_t)(*fm_flags_of(b) & ~FM_FLAG_FREE);
+            fm_flags_set(b, fm_flags_get(b) & ~FM_FLAG_FREE);
             fm_track_alloc(b, size, fm_small_class_sizes[c] - 2u, false);
             return b;
         }
@@ -204,8 +204,8 @@ static FM_NOINLINE void free_slow(void *p, fm_block_ref_t ref)
     int saved = errno; /* free never changes errno (POSIX 2024, glibc) */
     if (ref.kind == FM_BLOCK_INVALID) {
         fm_debug_free_or_report(p, ref); /* a debug block, a freed one, or nothing of ours */
-    } else if (*fm_flags_of(p) & (FM_FLAG_DEBUG_INFO | FM_FLAG_FREE)) {
-        fm_event_invalid_pointer("free", p, *fm_flags_of(p) & FM_FLAG_FREE
+    } else if (fm_flags_get(p) & (FM_FLAG_DEBUG_INFO | FM_FLAG_FREE)) {
+        fm_event_invalid_pointer("free", p, fm_flags_get(p) & FM_FLAG_FREE
                                                 ? "the block was already freed"
                                                 : "it points 64 bytes before a debug block's user data");
     } else {
@@ -227,12 +227,12 @@ FM_EXPORT void fastmm_free(void *p)
     fm_block_ref_t ref = fm_block_classify(p);
     fm_tcache_t *tc = fm_tcache_current;
     if (FM_LIKELY(ref.kind == FM_BLOCK_SMALL && FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_erase_freed))) {
-        uint16_t flags = *fm_flags_of(p);
+        uint16_t flags = fm_flags_get(p);
         if (FM_LIKELY((flags & (FM_FLAG_FREE | FM_FLAG_DEBUG_INFO)) == 0)) {
             unsigned c = ((fm_small_span_t *)ref.owner)->manager->class_index;
             fm_tcache_bin_t *bin = &tc->bins[c];
             fm_track_free(p, fm_small_class_sizes[c] - 2u, false, false);
-            *fm_flags_of(p) = (uint16_t)(flags | FM_FLAG_FREE);
+            fm_flags_set(p, flags | FM_FLAG_FREE);
             *(void **)p = bin->head;
             bin->head = p;
             if (FM_UNLIKELY(++bin->count > fm_tcache_limits[c]))
@@ -314,7 +314,7 @@ FM_EXPORT size_t fastmm_usable_size(const void *p)
     fm_block_ref_t ref = fm_block_classify(p);
     if (ref.kind == FM_BLOCK_INVALID)
         return fm_debug_usable_or_report(p, ref);
-    if (fm_load_relaxed(fm_flags_of(p)) & (FM_FLAG_FREE | FM_FLAG_DEBUG_INFO)) {
+    if (fm_flags_get(p) & (FM_FLAG_FREE | FM_FLAG_DEBUG_INFO)) {
         fm_event_invalid_pointer("malloc_usable_size", p, "the block was already freed");
         return 0;
     }

@@ -118,12 +118,11 @@ static bool footer_ok(const debug_header_t *h)
 }
 
 /* The outer block's flag word (small/medium/large alike: the two bytes before it). */
-FM_INLINE uint16_t *outer_flags(const debug_header_t *h) { return fm_flags_of(h); }
 /* The last step of writing a debug block: a scan that sees DEBUG_INFO (acquire) sees the block
  * as written (fm_debug_scan_block). */
 FM_INLINE void set_debug_info(debug_header_t *h)
 {
-    fm_store_release(outer_flags(h), (uint16_t)(fm_load_relaxed(outer_flags(h)) | FM_FLAG_DEBUG_INFO));
+    fm_store_release(fm_flags_of(h), (uint16_t)(fm_flags_get(h) | FM_FLAG_DEBUG_INFO));
 }
 
 /* ---- freed-object trap table: a vtable whose every slot reports the call ---- */
@@ -312,7 +311,7 @@ bool fm_debug_check_reuse(void *outer)
         raise_block_event((fastmm_event_type_t)problem, h, "reuse of a freed block");
         return false;
     }
-    *fm_flags_of(outer) = (uint16_t)(*fm_flags_of(outer) & ~FM_FLAG_DEBUG_INFO);
+    fm_flags_set(outer, fm_flags_get(outer) & ~FM_FLAG_DEBUG_INFO);
     __atomic_thread_fence(__ATOMIC_RELEASE); /* before the caller rewrites it (fm_debug_scan_block) */
     return true;
 }
@@ -325,8 +324,8 @@ bool fm_debug_freed_block_intact(const void *outer) { return freed_block_problem
 static void apply_options_locked(void)
 {
     bool on = debug_counter > 0;
-    fm_small_keep_empty_spans = on && (debug_options & FASTMM_DEBUG_NEVER_FREE_SMALL_SPANS);
-    fm_medium_never_merge = on && (debug_options & FASTMM_DEBUG_NEVER_MERGE_FREE_MEDIUM_BLOCKS);
+    fm_store_relaxed(&fm_small_keep_empty_spans, on && (debug_options & FASTMM_DEBUG_NEVER_FREE_SMALL_SPANS));
+    fm_store_relaxed(&fm_medium_never_merge, on && (debug_options & FASTMM_DEBUG_NEVER_MERGE_FREE_MEDIUM_BLOCKS));
     fm_store_release(&fm_erase_allocated, erase_allocated_counter > 0);
     fm_store_release(&fm_erase_freed, erase_freed_counter > 0);
     fm_store_release(&fm_debug_on, on);
@@ -402,7 +401,7 @@ static bool classify_debug(const void *p, fm_block_ref_t *outer_ref)
         return false;
     const char *outer = (const char *)p - HEADER_SIZE;
     fm_block_ref_t ref = fm_block_classify(outer);
-    if (ref.kind == FM_BLOCK_INVALID || !(*fm_flags_of(outer) & FM_FLAG_DEBUG_INFO))
+    if (ref.kind == FM_BLOCK_INVALID || !(fm_flags_get(outer) & FM_FLAG_DEBUG_INFO))
         return false;
     uint16_t f = header_of(p)->flags;
     if (f != FLAGS_IN_USE && f != FLAGS_FREED)
@@ -522,7 +521,7 @@ static void free_debug_block(void *p, fm_block_ref_t ref, const char *operation)
         return; /* quarantined: never freed, reused or merged */
     fm_track_free(p, h->user_size, false, true); /* the debug checks read the freed contents */
     /* While the block is rewritten, a concurrent scan sees no DEBUG_INFO and leaves it alone. */
-    *outer_flags(h) = (uint16_t)(*outer_flags(h) & ~FM_FLAG_DEBUG_INFO);
+    fm_flags_set(h, fm_flags_get(h) & ~FM_FLAG_DEBUG_INFO);
     __atomic_thread_fence(__ATOMIC_RELEASE);
     h->freed_by_thread = fm_os_thread_id();
     uintptr_t trace[MAX_DEPTH];
@@ -582,7 +581,7 @@ static void *realloc_debug_block(void *p, fm_block_ref_t outer, size_t size)
     size_t foot = footer_size(h->stack_depth);
     if (capacity - HEADER_SIZE - foot >= size) {
         /* in place: move the footer to the new end (FastMM5 keeps grown bytes unfilled) */
-        *outer_flags(h) = (uint16_t)(*outer_flags(h) & ~FM_FLAG_DEBUG_INFO);
+        fm_flags_set(h, fm_flags_get(h) & ~FM_FLAG_DEBUG_INFO);
         __atomic_thread_fence(__ATOMIC_RELEASE);
         unsigned char *new_footer = (unsigned char *)(h + 1) + size;
         fm_track_internal(new_footer, foot); /* may be slack memcheck was told is inaccessible */
@@ -611,7 +610,7 @@ static void *realloc_debug_block(void *p, fm_block_ref_t outer, size_t size)
     memcpy(n + 1, h + 1, h->user_size < size ? h->user_size : size);
     memcpy(footer_of(n), footer_of(h), foot);
     set_checksums(n);
-    *outer_flags(n) = (uint16_t)(*outer_flags(n) | FM_FLAG_DEBUG_INFO);
+    fm_flags_set(n, fm_flags_get(n) | FM_FLAG_DEBUG_INFO);
     free_debug_block(p, outer, "realloc");
     return n + 1;
 }
@@ -685,7 +684,7 @@ bool fm_debug_scan_block(const void *outer)
     const debug_header_t *h = outer;
     int problem = -1;
     for (int attempt = 0; attempt < SCAN_RETRIES; attempt++) {
-        uint16_t flags_before = fm_load_acquire(outer_flags(h));
+        uint16_t flags_before = fm_load_acquire(fm_flags_of(h));
         if (!(flags_before & FM_FLAG_DEBUG_INFO))
             return false;
         uint32_t number_before = fm_load_relaxed(&h->allocation_number);
@@ -700,7 +699,7 @@ bool fm_debug_scan_block(const void *outer)
         if (problem < 0)
             return false;
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        bool unchanged = fm_load_relaxed(outer_flags(h)) == flags_before &&
+        bool unchanged = fm_flags_get(h) == flags_before &&
                          fm_load_relaxed(&h->allocation_number) == number_before;
         if (unchanged && problem == FASTMM_EVENT_MODIFIED_AFTER_FREE)
             break; /* nobody rewrites a block while it stays freed: no retry (FastMM5 4.8) */
@@ -764,7 +763,7 @@ bool fm_debug_block_info(const void *outer, size_t *user_size, uint32_t *number,
                          unsigned *depth)
 {
     const debug_header_t *h = outer;
-    if (!(*fm_flags_of(outer) & FM_FLAG_DEBUG_INFO) || !header_ok(h) || h->flags != FLAGS_IN_USE)
+    if (!(fm_flags_get(outer) & FM_FLAG_DEBUG_INFO) || !header_ok(h) || h->flags != FLAGS_IN_USE)
         return false;
     *user_size = h->user_size;
     *number = h->allocation_number;
@@ -788,7 +787,7 @@ FM_EXPORT size_t fastmm_debug_scan(void)
 bool fm_debug_block_details(const void *outer, fm_debug_details_t *out)
 {
     const debug_header_t *h = outer;
-    if (!(*fm_flags_of(outer) & FM_FLAG_DEBUG_INFO) || !header_ok(h))
+    if (!(fm_flags_get(outer) & FM_FLAG_DEBUG_INFO) || !header_ok(h))
         return false;
     bool freed = h->flags == FLAGS_FREED;
     out->user_size = h->user_size;

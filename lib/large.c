@@ -242,7 +242,7 @@ size_t fm_large_visit_debug_blocks(bool (*check)(const void *outer))
         fm_large_manager_t *m = &fm_large_managers[a];
         fm_lock_wait(&m->lock);
         for (fm_large_header_t *h = m->first; h != NULL; h = h->next)
-            if (h->flags & FM_FLAG_DEBUG_INFO)
+            if (fm_load_relaxed(&h->flags) & FM_FLAG_DEBUG_INFO)
                 corrupt += check((char *)h + FM_LARGE_HEADER);
         fm_lock_release(&m->lock);
     }
@@ -255,7 +255,7 @@ void fm_large_visit_used(void (*visit)(void *block, size_t usable, void *arg), v
         fm_large_manager_t *m = &fm_large_managers[a];
         fm_lock_wait(&m->lock);
         for (fm_large_header_t *h = m->first; h != NULL; h = h->next)
-            if (!(h->flags & FM_FLAG_FREE))
+            if (!(fm_load_relaxed(&h->flags) & FM_FLAG_FREE))
                 visit((char *)h + FM_LARGE_HEADER, fm_large_usable(h), arg);
         fm_lock_release(&m->lock);
     }
@@ -274,8 +274,9 @@ bool fm_large_walk(fm_walk_visit_t visit, void *arg, uint64_t deadline_ms)
             continue;
         }
         for (fm_large_header_t *h = m->first; h != NULL; h = h->next) {
-            fm_walk_record_t r = {(char *)h + FM_LARGE_HEADER, h->map_size, fm_large_usable(h), h->flags,
-                                  FM_WALK_LARGE_BLOCK, a, (h->flags & FM_FLAG_FREE) != 0, 0, 0};
+            uint16_t flags = fm_load_relaxed(&h->flags);
+            fm_walk_record_t r = {(char *)h + FM_LARGE_HEADER, h->map_size, fm_large_usable(h), flags,
+                                  FM_WALK_LARGE_BLOCK, a, (flags & FM_FLAG_FREE) != 0, 0, 0};
             visit(&r, arg);
         }
         fm_lock_release(&m->lock);

@@ -95,7 +95,7 @@ static void collect(void *outer, size_t usable, void *arg)
     const uintptr_t *trace;
     unsigned depth;
     uint32_t number;
-    if (*fm_flags_of(outer) & FM_FLAG_DEBUG_INFO) {
+    if (fm_flags_get(outer) & FM_FLAG_DEBUG_INFO) {
         if (!fm_debug_block_info(outer, &size, &number, &trace, &depth))
             return; /* a quarantined or damaged block: already reported as corrupt */
         block = (char *)outer + 64;

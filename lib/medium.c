@@ -46,8 +46,8 @@ static void set_header(fm_medium_span_t *span, void *p, size_t size, uint16_t fl
     h->size64 = (uint16_t)(size / 64u);
     h->span_offset64 = (uint16_t)unit_of(span, p);
     h->prev_free = prev_free;
-    h->is_small_span = 0;
-    h->flags = flags;
+    fm_store_relaxed(&h->is_small_span, 0);
+    fm_flags_set(p, flags);
 }
 
 FM_INLINE bool is_sentinel(const void *p) { return fm_medium_header_of(p)->size64 == 0; }
@@ -64,7 +64,7 @@ static void bin_insert(fm_medium_manager_t *m, void *p, size_t size)
         head->prev = b;
     } else {
         m->bin_bitmaps[bin / 32] |= 1u << (bin % 32);
-        m->group_bitmap |= 1u << (bin / 32);
+        fm_store_relaxed(&m->group_bitmap, m->group_bitmap | 1u << (bin / 32)); /* see worth_locking */
     }
     m->bins[bin] = b;
 }
@@ -82,7 +82,7 @@ static void bin_remove(fm_medium_manager_t *m, void *p, size_t size)
     if (m->bins[bin] == NULL) {
         m->bin_bitmaps[bin / 32] &= ~(1u << (bin % 32));
         if (m->bin_bitmaps[bin / 32] == 0)
-            m->group_bitmap &= ~(1u << (bin / 32));
+            fm_store_relaxed(&m->group_bitmap, m->group_bitmap & ~(1u << (bin / 32)));
     }
 }
 
@@ -168,13 +168,13 @@ static void free_locked(fm_medium_manager_t *m, void *p)
 {
     fm_medium_span_t *span = fm_medium_span_of(p);
     size_t size = fm_medium_block_size(p);
-    uint16_t debug_info = fm_medium_header_of(p)->flags & FM_FLAG_DEBUG_INFO;
+    uint16_t debug_info = fm_flags_get(p) & FM_FLAG_DEBUG_INFO;
     bool no_merge = fm_load_relaxed(&fm_medium_never_merge);
     set_used(span, p, false);
 
     char *next = (char *)p + size;
     if (!is_sentinel(next) && !is_used(span, next) &&
-        (!no_merge || !(fm_medium_header_of(next)->flags & FM_FLAG_DEBUG_INFO))) {
+        (!no_merge || !(fm_flags_get(next) & FM_FLAG_DEBUG_INFO))) {
         size_t next_size = fm_medium_block_size(next);
         if (next_size >= FM_MEDIUM_MIN_BLOCK)
             bin_remove(m, next, next_size);
@@ -187,7 +187,7 @@ static void free_locked(fm_medium_manager_t *m, void *p)
         if (prev_size >= FM_MEDIUM_MIN_BLOCK)
             bin_remove(m, p, prev_size);
         size += prev_size;
-        debug_info = fm_medium_header_of(p)->flags & FM_FLAG_DEBUG_INFO;
+        debug_info = fm_flags_get(p) & FM_FLAG_DEBUG_INFO;
         prev_free = 0;
     }
     if (size == span->span_size - span->first_block && !keep_empty_span(m, span)) {
@@ -240,10 +240,10 @@ static void drain_pending_locked(fm_medium_manager_t *m)
  * (quarantined) and reported once the lock is dropped. */
 static bool vet_reuse_locked(fm_medium_manager_t *m, void *p)
 {
-    if (!(fm_medium_header_of(p)->flags & FM_FLAG_DEBUG_INFO))
+    if (!(fm_flags_get(p) & FM_FLAG_DEBUG_INFO))
         return true;
     if (fm_debug_freed_block_intact(p)) {
-        fm_medium_header_of(p)->flags &= (uint16_t)~FM_FLAG_DEBUG_INFO;
+        fm_flags_set(p, fm_flags_get(p) & ~FM_FLAG_DEBUG_INFO);
         return true;
     }
     if (m->quarantine_count < sizeof m->quarantine / sizeof m->quarantine[0])
@@ -260,7 +260,7 @@ static void *take_from_bins(fm_medium_manager_t *m, size_t size)
         bin_remove(m, p, fm_medium_block_size(p));
         fm_medium_span_t *span = fm_medium_span_of(p);
         bool intact = vet_reuse_locked(m, p);
-        uint16_t debug_info = fm_medium_header_of(p)->flags & FM_FLAG_DEBUG_INFO;
+        uint16_t debug_info = fm_flags_get(p) & FM_FLAG_DEBUG_INFO;
         set_header(span, p, fm_medium_block_size(p), (uint16_t)(FM_FLAG_MEDIUM | debug_info), 0);
         set_used(span, p, true);
         fm_medium_header_of((char *)p + fm_medium_block_size(p))->prev_free = 0;
@@ -429,7 +429,9 @@ void *fm_medium_alloc(size_t block_size, bool small_span)
     fm_medium_manager_t *m = alloc_locked(block_size, &p);
     if (m == NULL)
         return NULL;
-    fm_medium_header_of(p)->is_small_span = small_span;
+    if (small_span)
+        fm_store_relaxed(&((fm_small_span_t *)p)->manager, NULL); /* set last by small.c */
+    fm_store_relaxed(&fm_medium_header_of(p)->is_small_span, small_span);
     m->served++;
     report_quarantine_and_unlock(m);
     if (small_span)
@@ -458,7 +460,7 @@ void *fm_medium_alloc_aligned(size_t block_size, size_t alignment)
         free_locked(m, p);
     }
     split_tail_locked(m, q, block_size);
-    fm_medium_header_of(q)->is_small_span = 0;
+    fm_store_relaxed(&fm_medium_header_of(q)->is_small_span, 0);
     m->served++;
     report_quarantine_and_unlock(m);
     return q;
@@ -580,6 +582,16 @@ void fm_medium_unlock_all(void)
 
 uint64_t fm_medium_contention(void) { return fm_load_relaxed(&contention); }
 
+/* The manager of the small span at p, or NULL when p is no small span: not yet (small.c stores
+ * the manager last when it sets a new span up) or no longer (a released span). Read without
+ * the small manager's lock. */
+static fm_small_manager_t *small_span_manager(const void *p)
+{
+    if (!fm_load_relaxed(&fm_medium_header_of(p)->is_small_span))
+        return NULL;
+    return fm_load_acquire(&((const fm_small_span_t *)p)->manager);
+}
+
 /* ---- statistics: one pass over every span, each arena locked in turn ---- */
 
 static void collect_block(fm_usage_detail_t *d, const fm_medium_span_t *span, const char *p, size_t size)
@@ -588,15 +600,14 @@ static void collect_block(fm_usage_detail_t *d, const fm_medium_span_t *span, co
         d->medium_free_bytes += size;
         return;
     }
-    const fm_medium_header_t *h = fm_medium_header_of(p);
-    if (!h->is_small_span) {
+    const fm_small_manager_t *sm = small_span_manager(p);
+    if (sm == NULL) {
         d->medium_used_blocks++;
         d->medium_used_bytes += size - FM_MEDIUM_HEADER;
         return;
     }
     /* a small span: the small manager's counters are read without its lock (approximate) */
     const fm_small_span_t *s = (const fm_small_span_t *)p;
-    const fm_small_manager_t *sm = s->manager;
     size_t used = fm_load_relaxed(&s->blocks_in_use) - fm_small_unfed_blocks(sm, s);
     d->small_used_blocks += used;
     d->small_used_bytes += used * ((size_t)sm->block_size - 2u);
@@ -638,14 +649,19 @@ static bool lock_before(fm_lock_t *l, uint64_t deadline_ms)
     return true;
 }
 
-static bool walk_small_span(fm_small_span_t *s, fm_walk_record_t *span_rec, fm_walk_visit_t visit, void *arg,
-                            uint64_t deadline_ms)
+static bool walk_small_span(fm_small_span_t *s, fm_small_manager_t *sm, fm_walk_record_t *span_rec,
+                            fm_walk_visit_t visit, void *arg, uint64_t deadline_ms)
 {
-    fm_small_manager_t *sm = s->manager;
     if (!lock_before(&sm->lock, deadline_ms)) {
         span_rec->kind = FM_WALK_MEDIUM_BLOCK; /* FastMM5: reported as a plain medium block */
         visit(span_rec, arg);
         return false;
+    }
+    if (small_span_manager(s) != sm) { /* released meanwhile: its memory waits for this arena */
+        fm_lock_release(&sm->lock);
+        span_rec->kind = FM_WALK_MEDIUM_BLOCK;
+        visit(span_rec, arg);
+        return true;
     }
     uint32_t unfed = fm_small_unfed_blocks(sm, s);
     span_rec->small_block_size = sm->block_size;
@@ -653,7 +669,7 @@ static bool walk_small_span(fm_small_span_t *s, fm_walk_record_t *span_rec, fm_w
     visit(span_rec, arg);
     for (uint32_t i = unfed; i < s->total_blocks; i++) {
         char *b = (char *)s + FM_SMALL_SPAN_HEADER + (size_t)i * sm->block_size;
-        uint16_t flags = fm_load_relaxed(fm_flags_of(b));
+        uint16_t flags = fm_flags_get(b);
         fm_walk_record_t r = {b, sm->block_size, (size_t)sm->block_size - 2u, flags, FM_WALK_SMALL_BLOCK,
                               sm->arena, (flags & FM_FLAG_FREE) != 0, 0, sm->block_size};
         visit(&r, arg);
@@ -679,14 +695,15 @@ bool fm_medium_walk(fm_walk_visit_t visit, void *arg, uint64_t deadline_ms)
             visit(&sr, arg);
             while (off < span->span_size) {
                 char *p = (char *)span + off;
-                fm_medium_header_t *h = fm_medium_header_of(p);
                 size_t size = fm_medium_block_size(p);
                 bool used = is_used(span, p);
-                fm_walk_record_t r = {p, size, size - FM_MEDIUM_HEADER, used ? h->flags : (uint16_t)(h->flags | FM_FLAG_FREE),
-                                      FM_WALK_MEDIUM_BLOCK, a, !used || (h->flags & FM_FLAG_FREE), 0, 0};
-                if (used && h->is_small_span) {
+                uint16_t flags = fm_flags_get(p);
+                fm_walk_record_t r = {p, size, size - FM_MEDIUM_HEADER, used ? flags : (uint16_t)(flags | FM_FLAG_FREE),
+                                      FM_WALK_MEDIUM_BLOCK, a, !used || (flags & FM_FLAG_FREE), 0, 0};
+                fm_small_manager_t *sm = used ? small_span_manager(p) : NULL;
+                if (sm != NULL) {
                     r.kind = FM_WALK_SMALL_SPAN;
-                    complete &= walk_small_span((fm_small_span_t *)p, &r, visit, arg, deadline_ms);
+                    complete &= walk_small_span((fm_small_span_t *)p, sm, &r, visit, arg, deadline_ms);
                 } else {
                     visit(&r, arg);
                 }

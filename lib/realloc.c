@@ -109,7 +109,7 @@ void *fm_realloc(void *p, size_t size)
     fm_block_ref_t ref = fm_block_classify(p);
     if (ref.kind == FM_BLOCK_INVALID)
         return fm_debug_realloc_or_report(p, ref, size); /* a debug block, or reported */
-    uint16_t flags = fm_load_relaxed(fm_flags_of(p));
+    uint16_t flags = fm_flags_get(p);
     if (flags & (FM_FLAG_FREE | FM_FLAG_DEBUG_INFO)) {
         fm_event_invalid_pointer("realloc", p, flags & FM_FLAG_FREE ? "the block was already freed"
                                                                     : "it points 64 bytes before a debug block's user data");

@@ -56,13 +56,15 @@ FM_INLINE uint16_t flags_for(const fm_small_span_t *span, const void *p)
 
 /* ---- partially-free span list ---- */
 
+/* partial_head is also read without the lock (a hint whether locking is worth it): stored
+ * atomically. */
 static void partial_insert(fm_small_manager_t *m, fm_small_span_t *s)
 {
     s->prev_partial = NULL;
     s->next_partial = m->partial_head;
     if (m->partial_head != NULL)
         m->partial_head->prev_partial = s;
-    m->partial_head = s;
+    fm_store_relaxed(&m->partial_head, s);
     s->in_partial_list = 1;
 }
 
@@ -71,10 +73,19 @@ static void partial_remove(fm_small_manager_t *m, fm_small_span_t *s)
     if (s->prev_partial != NULL)
         s->prev_partial->next_partial = s->next_partial;
     else
-        m->partial_head = s->next_partial;
+        fm_store_relaxed(&m->partial_head, s->next_partial);
     if (s->next_partial != NULL)
         s->next_partial->prev_partial = s->prev_partial;
     s->in_partial_list = 0;
+}
+
+/* A span's count of blocks in use changes under its manager's lock, but the usage statistics
+ * read it without that lock (medium.c, collect_block): atomic accesses, plain moves on x86. */
+static uint32_t change_in_use(fm_small_span_t *s, int delta)
+{
+    uint32_t n = fm_load_relaxed(&s->blocks_in_use) + (uint32_t)delta;
+    fm_store_relaxed(&s->blocks_in_use, n);
+    return n;
 }
 
 /* ---- freeing (manager locked) ---- */
@@ -90,15 +101,15 @@ static void release_span_locked(fm_small_manager_t *m, fm_small_span_t *s)
     }
     fm_medium_header_t *h = fm_medium_header_of(s);
     fm_track_internal(s, fm_medium_block_size(s) - FM_MEDIUM_HEADER); /* no block's slack is inaccessible now */
-    h->is_small_span = 0;
-    h->flags |= FM_FLAG_FREE;
+    fm_store_relaxed(&h->is_small_span, 0);
+    fm_flags_set(s, fm_flags_get(s) | FM_FLAG_FREE);
     fm_medium_free(s);
 }
 
 static void free_locked(fm_small_manager_t *m, void *p)
 {
-    fm_small_span_t *s = span_of(p, *fm_flags_of(p));
-    if (--s->blocks_in_use == 0 && !fm_small_keep_empty_spans) {
+    fm_small_span_t *s = span_of(p, fm_flags_get(p));
+    if (change_in_use(s, -1) == 0 && !fm_load_relaxed(&fm_small_keep_empty_spans)) {
         release_span_locked(m, s);
         return;
     }
@@ -131,11 +142,11 @@ static void *take_locked(fm_small_manager_t *m)
             return NULL;
         b = s->first_free;
         s->first_free = *(void **)b;
-        s->blocks_in_use++;
+        change_in_use(s, 1);
         if (s->first_free == NULL)
             partial_remove(m, s);
     }
-    *fm_flags_of(b) = (uint16_t)(*fm_flags_of(b) & ~FM_FLAG_FREE);
+    fm_flags_set(b, fm_flags_get(b) & ~FM_FLAG_FREE);
     m->served++;
     return b;
 }
@@ -152,7 +163,7 @@ static void *feed_try(fm_small_manager_t *m)
         uint32_t next = offset - m->block_size;
         if (fm_cas_acq_rel(&m->feed, &old, FEED_PACK(FEED_ABA(old) + 1, next))) {
             void *b = (char *)s + next;
-            *fm_flags_of(b) = flags_for(s, b);
+            fm_flags_set(b, flags_for(s, b));
             return b;
         }
     }
@@ -166,15 +177,18 @@ static void *new_span_locked(fm_small_manager_t *m)
     if (s == NULL)
         return NULL;
     size_t blocks = (fm_medium_block_size(s) - FM_SMALL_SPAN_HEADER - FM_MEDIUM_HEADER + 2) / m->block_size;
-    s->manager = m;
     s->next_partial = s->prev_partial = NULL;
     s->first_free = NULL;
     s->in_partial_list = 0;
     s->total_blocks = (uint32_t)blocks;
-    s->blocks_in_use = (uint32_t)blocks; /* unfed blocks count as in use */
+    fm_store_relaxed(&s->blocks_in_use, (uint32_t)blocks); /* unfed blocks count as in use */
     uint32_t top = FM_SMALL_SPAN_HEADER + (uint32_t)((blocks - 1) * m->block_size);
     void *b = (char *)s + top;
-    *fm_flags_of(b) = flags_for(s, b);
+    fm_flags_set(b, flags_for(s, b));
+    /* The walker and the statistics find the span as soon as the medium manager has handed it
+     * out; they take it for a small span only once it names its manager (fm_medium_alloc
+     * cleared the field), so the manager is stored last. */
+    fm_store_release(&s->manager, m);
     /* publish: stop the feed, switch the span, restart the feed below the block we keep */
     uint64_t aba = FEED_ABA(m->feed);
     fm_store_release(&m->feed, FEED_PACK(aba + 1, 0));
@@ -190,11 +204,11 @@ void *fm_small_alloc(unsigned class_index)
 {
     for (;;) {
         void *b = alloc_unvetted(class_index);
-        if (b == NULL || !(*fm_flags_of(b) & FM_FLAG_DEBUG_INFO))
+        if (b == NULL || !(fm_flags_get(b) & FM_FLAG_DEBUG_INFO))
             return b;
-        *fm_flags_of(b) |= FM_FLAG_FREE; /* the check expects the freed state */
+        fm_flags_set(b, fm_flags_get(b) | FM_FLAG_FREE); /* the check expects the freed state */
         if (fm_debug_check_reuse(b)) {
-            *fm_flags_of(b) = (uint16_t)(*fm_flags_of(b) & ~FM_FLAG_FREE);
+            fm_flags_set(b, fm_flags_get(b) & ~FM_FLAG_FREE);
             return b;
         }
     }
@@ -254,7 +268,7 @@ static unsigned take_many_locked(fm_small_manager_t *m, void **chain, unsigned w
         fm_small_span_t *s = m->partial_head;
         void *b = s->first_free;
         s->first_free = *(void **)b;
-        s->blocks_in_use++;
+        change_in_use(s, 1);
         if (s->first_free == NULL)
             partial_remove(m, s);
         *(void **)b = head;
@@ -281,7 +295,7 @@ static unsigned feed_try_many(fm_small_manager_t *m, void **chain, unsigned want
         if (fm_cas_acq_rel(&m->feed, &old, FEED_PACK(FEED_ABA(old) + 1, low))) {
             for (unsigned i = 0; i < k; i++) {
                 void *b = (char *)s + low + (size_t)i * m->block_size;
-                *fm_flags_of(b) = flags_for(s, b) | FM_FLAG_FREE;
+                fm_flags_set(b, flags_for(s, b) | FM_FLAG_FREE);
                 *(void **)b = *chain;
                 *chain = b;
             }
@@ -296,7 +310,7 @@ static unsigned vet_chain(void **chain, unsigned n)
 {
     for (void **link = chain; *link != NULL;) {
         void *b = *link;
-        if ((*fm_flags_of(b) & FM_FLAG_DEBUG_INFO) && !fm_debug_check_reuse(b)) {
+        if ((fm_flags_get(b) & FM_FLAG_DEBUG_INFO) && !fm_debug_check_reuse(b)) {
             *link = *(void **)b;
             n--;
         } else {
@@ -347,7 +361,7 @@ static unsigned alloc_batch_unvetted(unsigned class_index, void **chain, unsigne
             if (n == 0) {
                 void *b = new_span_locked(m);
                 if (b != NULL) {
-                    *fm_flags_of(b) |= FM_FLAG_FREE;
+                    fm_flags_set(b, fm_flags_get(b) | FM_FLAG_FREE);
                     n = feed_try_many(m, chain, want - 1) + 1;
                     *(void **)b = *chain;
                     *chain = b;
@@ -368,7 +382,7 @@ void fm_small_free_chain(void *chain)
     fm_small_manager_t *held = NULL;
     while (chain != NULL) {
         void *next = *(void **)chain;
-        fm_small_manager_t *m = span_of(chain, *fm_flags_of(chain))->manager;
+        fm_small_manager_t *m = span_of(chain, fm_flags_get(chain))->manager;
         if (m != held) {
             if (held != NULL) {
                 free_chain_locked(held, fm_pending_take(&held->pending));
@@ -409,11 +423,11 @@ bool fm_small_validate(const void *p, fm_medium_span_t *ms, fm_small_span_t **sp
     uintptr_t off_in_medium = (uintptr_t)p - (uintptr_t)ms;
     if (off_in_medium < ms->first_block + FM_SMALL_SPAN_HEADER || ((uintptr_t)p & (FM_MIN_ALIGN - 1)) != 0)
         return false;
-    uint16_t flags = *fm_flags_of(p);
+    uint16_t flags = fm_flags_get(p);
     if ((flags & FM_FLAG_SMALL) == 0)
         return false;
     fm_small_span_t *s = span_of(p, flags);
-    if ((uintptr_t)s >= (uintptr_t)p || !fm_medium_validate(s, ms) || !fm_medium_header_of(s)->is_small_span)
+    if ((uintptr_t)s >= (uintptr_t)p || !fm_medium_validate(s, ms) || !fm_load_relaxed(&fm_medium_header_of(s)->is_small_span))
         return false;
     const fm_small_manager_t *m = s->manager;
     uintptr_t first = (uintptr_t)&fm_small_managers[0][0];
@@ -507,7 +521,7 @@ void fm_small_trim(void)
                 /* the unfed blocks become ordinary free blocks of the span */
                 for (uint32_t i = 0; i < unfed; i++) {
                     void *b = (char *)s + FM_SMALL_SPAN_HEADER + (size_t)i * m->block_size;
-                    *fm_flags_of(b) = (uint16_t)(flags_for(s, b) | FM_FLAG_FREE);
+                    fm_flags_set(b, flags_for(s, b) | FM_FLAG_FREE);
                     free_locked(m, b);
                 }
             }

@@ -31,8 +31,10 @@ static int find_own_text(struct dl_phdr_info *info, size_t size, void *arg)
             continue;
         uintptr_t start = info->dlpi_addr + ph->p_vaddr, end = start + ph->p_memsz;
         if (probe >= start && probe < end) {
-            own_text_start = start;
-            own_text_end = end;
+            /* Threads may find it at the same time (capture runs it lazily): the same values,
+             * stored atomically, the end last (it says whether the range is known). */
+            fm_store_relaxed(&own_text_start, start);
+            fm_store_release(&own_text_end, end);
             return 1;
         }
     }
@@ -52,7 +54,7 @@ static _Unwind_Reason_Code on_frame(struct _Unwind_Context *ctx, void *arg)
     uintptr_t ip = (uintptr_t)_Unwind_GetIP(ctx);
     if (ip == 0)
         return _URC_END_OF_STACK;
-    if (ip >= own_text_start && ip < own_text_end)
+    if (ip >= fm_load_relaxed(&own_text_start) && ip < fm_load_relaxed(&own_text_end))
         return _URC_NO_REASON;
     c->out[c->n++] = ip;
     return c->n < c->max ? _URC_NO_REASON : _URC_END_OF_STACK;
@@ -66,7 +68,7 @@ void fm_stack_capture(uintptr_t *out, unsigned depth)
     if (depth == 0 || capturing)
         return;
     capturing = true;
-    if (own_text_end == 0)
+    if (fm_load_acquire(&own_text_end) == 0)
         fm_stack_init();
     fastmm_stack_capture_t hook = fm_load_acquire(&capture_hook);
     if (hook != NULL) {

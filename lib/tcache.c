@@ -110,7 +110,7 @@ void *fm_tcache_refill(unsigned c)
     void *b = bin->head;
     bin->head = *(void **)b;
     bin->count--;
-    *fm_flags_of(b) = (uint16_t)(*fm_flags_of(b) & ~FM_FLAG_FREE);
+    fm_flags_set(b, fm_flags_get(b) & ~FM_FLAG_FREE);
     return b;
 }
 
