@@ -259,7 +259,28 @@ FM_EXPORT void *fastmm_calloc(size_t count, size_t size)
     return p;
 }
 
-FM_EXPORT void *fastmm_realloc(void *p, size_t size) { return fm_realloc(p, size); }
+/*
+ * The seed's small-block fast path (a 64 -> 63 byte resize): a live plain small block whose new
+ * size keeps it in place under FastMM5's policy (no growth past its class, no shrink below a
+ * quarter, realloc.c) comes straight back, after the same fail-closed classification as every
+ * call. Everything else (growth, a moving shrink, medium and large blocks, debug mode, memcheck,
+ * bad pointers, size 0) continues out of line with the classification already done, so those
+ * paths pay one predictable branch more and nothing else.
+ */
+FM_EXPORT void *fastmm_realloc(void *p, size_t size)
+{
+    if (FM_UNLIKELY(p == NULL))
+        return fm_realloc(NULL, size);
+    fm_block_ref_t ref = fm_block_classify(p);
+    if (FM_LIKELY(ref.kind == FM_BLOCK_SMALL)) {
+        size_t old = fm_small_usable(ref.owner);
+        if (size - 1 < old && size * 4 + FM_SMALL_DOWNSIZE_ADDER >= old &&
+            (fm_flags_get(p) & (FM_FLAG_FREE | FM_FLAG_DEBUG_INFO)) == 0 && !fm_load_relaxed(&fm_debug_on) &&
+            !fm_track_on)
+            return p;
+    }
+    return fm_realloc_classified(p, ref, size);
+}
 
 FM_EXPORT void *fastmm_reallocarray(void *p, size_t count, size_t size)
 {

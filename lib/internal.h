@@ -237,6 +237,9 @@ size_t fm_leak_check_at_exit(void);
 
 /* ---- realloc.c ---- */
 void *fm_realloc(void *p, size_t size);
+FM_NOINLINE void *fm_realloc_classified(void *p, fm_block_ref_t ref, size_t size);
+/* FastMM5's small-block shrink policy: in place while 4 * new + 64 >= old (realloc.c, api.c). */
+#define FM_SMALL_DOWNSIZE_ADDER 64u
 
 /* ---- usage.c ---- */
 void fm_usage_collect(fm_usage_detail_t *d);

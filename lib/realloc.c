@@ -15,7 +15,7 @@
 #include <errno.h>
 #include <string.h>
 
-#define SMALL_DOWNSIZE_ADDER 64u
+#define SMALL_DOWNSIZE_ADDER FM_SMALL_DOWNSIZE_ADDER
 #define SMALL_UPSIZE_ADDER 32u
 
 /* request: the size asked of the allocator (inflated on growth); size: what the caller asked. */
@@ -106,7 +106,13 @@ void *fm_realloc(void *p, size_t size)
     if (p == NULL)
         return fm_load_relaxed(&fm_debug_on) ? fm_debug_alloc(size, FM_DEBUG_FILL_ALLOCATED)
                                              : fm_track_new(fm_alloc(size), size, false);
-    fm_block_ref_t ref = fm_block_classify(p);
+    return fm_realloc_classified(p, fm_block_classify(p), size);
+}
+
+/* Everything but realloc(NULL, n), for a pointer already classified (fastmm_realloc's inline
+ * small-block check classifies it first and falls through to here). */
+void *fm_realloc_classified(void *p, fm_block_ref_t ref, size_t size)
+{
     if (ref.kind == FM_BLOCK_INVALID)
         return fm_debug_realloc_or_report(p, ref, size); /* a debug block, or reported */
     uint16_t flags = fm_flags_get(p);
