@@ -244,7 +244,7 @@ typedef struct fastmm_kind_state {
     size_t reserved_bytes;      /* medium: medium spans minus the small spans in them; large: mapped */
 } fastmm_kind_state_t;
 typedef struct fastmm_state {
-    unsigned small_class_count; /* 61 on 64-bit, 51 on 32-bit; sorted by block size */
+    unsigned small_class_count; /* 51 on 64-bit, 61 on 32-bit; sorted by block size */
     fastmm_small_class_state_t small[FASTMM_MAX_SMALL_CLASSES];
     fastmm_kind_state_t medium;
     fastmm_kind_state_t large;

@@ -133,8 +133,10 @@ static void *alloc_by_size(size_t size, bool through_cache)
         p = fm_large_alloc(size, 0);
     else
         p = NULL;
-    if (FM_UNLIKELY(p == NULL))
+    if (FM_UNLIKELY(p == NULL)) {
+        fm_os_grant_grace(); /* a refusal under the memory limit reaches the program now */
         errno = ENOMEM;
+    }
     return p;
 }
 
@@ -158,7 +160,9 @@ void *fm_alloc_aligned(size_t alignment, size_t size)
                                              : fm_track_new(fm_alloc(size), size, false);
     fm_ensure_init();
     void *p = NULL;
-    if (size > (size_t)PTRDIFF_MAX - alignment)
+    /* size + alignment must stay within PTRDIFF_MAX (glibc); the top-bit alignment alone
+     * (2^63, 2^31 on i386) exceeds it and would wrap the subtraction */
+    if (alignment > (size_t)PTRDIFF_MAX || size > (size_t)PTRDIFF_MAX - alignment)
         p = NULL;
     else if (alignment <= 64 && size <= FM_SMALL_MAX_USER)
         p = alloc_small_aligned(size, alignment);
@@ -168,8 +172,10 @@ void *fm_alloc_aligned(size_t alignment, size_t size)
         p = fm_medium_alloc_aligned(fm_medium_round_request(size), alignment);
     else
         p = fm_large_alloc(size, alignment);
-    if (p == NULL)
+    if (p == NULL) {
+        fm_os_grant_grace();
         errno = ENOMEM;
+    }
     return fm_track_new(p, size, false);
 }
 

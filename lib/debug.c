@@ -450,6 +450,19 @@ static fm_lock_t ring_lock;
 static freed_large_t freed_large[FREED_LARGE_RING];
 static unsigned ring_next;
 
+/* fork: neither lock is held while another lock of the library is taken. */
+void fm_debug_fork_lock(void)
+{
+    fm_lock_wait(&mode_lock);
+    fm_lock_wait(&ring_lock);
+}
+
+void fm_debug_fork_unlock(void)
+{
+    fm_lock_release(&ring_lock);
+    fm_lock_release(&mode_lock);
+}
+
 static void remember_freed_large(const debug_header_t *h)
 {
     fm_lock_wait(&ring_lock);

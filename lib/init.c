@@ -16,33 +16,71 @@ static bool atfork_registered;
  * close_stdout does), so with FASTMM5_STATS a private duplicate is kept from start-up. */
 static int report_fd = 2;
 
-/* fork(): hold every lock across the fork so the child never inherits one held by a thread that
- * does not exist there. Small managers first: a thread holding a small lock may be waiting for a
- * medium one (a new span), never the other way round. */
+/* fork(): hold every lock of the library across the fork, so that the child never inherits one
+ * held by a thread that does not exist there (it would wait for it forever).
+ *
+ * The order follows the nesting in the rest of the library. The modules' own locks come first:
+ * they are held while arena locks are taken (the JSON and state writers and the leak check walk
+ * the heap), never inside one. The report lock comes last: reports are written while arenas are
+ * locked (fastmm_debug_scan). The arenas nest both ways: the heap walkers hold a medium arena
+ * while they wait for the small managers of its spans, and allocation holds a small manager
+ * while it looks for a medium arena for a new span (it never waits for one: it tries them in
+ * turn until one is free). So the medium arenas are taken first (a walker inside one finishes
+ * it), then each small manager is given a while; one that stays busy is held by a thread that
+ * needs a medium arena held here: let the arenas go so that it can finish, and start again. */
+static bool lock_small_managers_or_give_up(void)
+{
+    fm_small_manager_t *first = &fm_small_managers[0][0];
+    const unsigned count = FM_SMALL_ARENAS * FM_SMALL_CLASS_COUNT;
+    for (unsigned i = 0; i < count; i++) {
+        for (unsigned tries = 0; !fm_lock_try(&first[i].lock); tries++) {
+            if (tries == 1000) {
+                while (i-- > 0)
+                    fm_lock_release(&first[i].lock);
+                return false;
+            }
+            fm_os_yield();
+        }
+    }
+    return true;
+}
+
 static void before_fork(void)
 {
-    fm_event_lock();
-    fm_small_lock_all();
-    fm_medium_lock_all();
+    fm_walk_fork_lock();
+    fm_leaks_fork_lock();
+    fm_debug_fork_lock();
+    fm_tuning_fork_lock();
+    for (;;) {
+        fm_medium_lock_all();
+        if (lock_small_managers_or_give_up())
+            break;
+        fm_medium_unlock_all();
+        fm_os_yield();
+    }
     fm_large_lock_all();
+    fm_event_lock();
+}
+
+static void unlock_all(void)
+{
+    fm_event_unlock();
+    fm_large_unlock_all();
+    fm_medium_unlock_all();
+    fm_small_unlock_all();
+    fm_tuning_fork_unlock();
+    fm_debug_fork_unlock();
+    fm_leaks_fork_unlock();
+    fm_walk_fork_unlock();
 }
 
 static void after_fork_in_child(void)
 {
     fm_os_forget_thread_id();
-    fm_large_unlock_all();
-    fm_medium_unlock_all();
-    fm_small_unlock_all();
-    fm_event_unlock();
+    unlock_all();
 }
 
-static void after_fork(void)
-{
-    fm_large_unlock_all();
-    fm_medium_unlock_all();
-    fm_small_unlock_all();
-    fm_event_unlock();
-}
+static void after_fork(void) { unlock_all(); }
 
 void fm_init_once(void)
 {

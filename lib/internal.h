@@ -82,6 +82,15 @@ void fm_report_begin(fm_report_t *r); /* takes the report lock; fm_event_raise o
 void fm_report_end(fm_report_t *r);
 void fm_event_lock(void);
 void fm_event_unlock(void);
+/* fork (init.c): each module's own locks, taken before the arena locks and released after. */
+void fm_walk_fork_lock(void);
+void fm_walk_fork_unlock(void);
+void fm_leaks_fork_lock(void);
+void fm_leaks_fork_unlock(void);
+void fm_debug_fork_lock(void);
+void fm_debug_fork_unlock(void);
+void fm_tuning_fork_lock(void);
+void fm_tuning_fork_unlock(void);
 
 typedef struct fm_usage_detail {
     size_t small_used_blocks, small_used_bytes, small_span_bytes;

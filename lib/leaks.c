@@ -65,6 +65,19 @@ static fm_lock_t check_lock;
 static leak_t collected[COLLECTED_MAX];
 static summary_row_t summary[SUMMARY_MAX];
 
+/* fork: the check holds check_lock, then registry_lock, then arena locks (never the reverse). */
+void fm_leaks_fork_lock(void)
+{
+    fm_lock_wait(&check_lock);
+    fm_lock_wait(&registry_lock);
+}
+
+void fm_leaks_fork_unlock(void)
+{
+    fm_lock_release(&registry_lock);
+    fm_lock_release(&check_lock);
+}
+
 typedef struct collection {
     size_t total, kept, rows;
     const void *skip; /* the caller's thread cache, which is live but not a leak */

@@ -429,13 +429,14 @@ void *fm_medium_alloc(size_t block_size, bool small_span)
     fm_medium_manager_t *m = alloc_locked(block_size, &p);
     if (m == NULL)
         return NULL;
-    if (small_span)
+    if (small_span) {
+        /* Memcheck first: the memory may be a freed user block it keeps inaccessible. */
+        fm_track_internal(p, block_size - FM_MEDIUM_HEADER); /* the allocator's own from now on */
         fm_store_relaxed(&((fm_small_span_t *)p)->manager, NULL); /* set last by small.c */
+    }
     fm_store_relaxed(&fm_medium_header_of(p)->is_small_span, small_span);
     m->served++;
     report_quarantine_and_unlock(m);
-    if (small_span)
-        fm_track_internal(p, block_size - FM_MEDIUM_HEADER); /* the allocator's own from now on */
     return p;
 }
 

@@ -22,8 +22,10 @@ void fm_os_trim(void *p, size_t size);            /* drop the pages' contents (M
 size_t fm_os_page_size(void);
 size_t fm_os_mapped_bytes(void);                  /* what fastmm_os_memory() reports */
 size_t fm_os_peak_mapped_bytes(void);
-/* 0 = unlimited. Over the limit a mapping fails, once after allowing a 32 MiB grace amount. */
+/* 0 = unlimited. Over the limit a mapping fails; the first such refusal earns a 32 MiB grace
+ * amount, granted by fm_os_grant_grace() where the allocator returns NULL to the program. */
 void fm_os_set_limit(size_t limit);
+void fm_os_grant_grace(void);
 size_t fm_os_limit(void);
 
 void fm_os_write_all(int fd, const char *buf, size_t len);

@@ -23,16 +23,19 @@ static size_t mapped_bytes;
 static size_t peak_mapped_bytes;
 static size_t usage_limit;
 static bool limit_grace_used;
+static bool limit_grace_pending;
 
 static bool account_map(size_t size)
 {
     size_t now = fm_add_relaxed(&mapped_bytes, size) + size;
     size_t limit = fm_load_relaxed(&usage_limit);
     if (limit != 0 && now > limit) {
-        if (!fm_load_relaxed(&limit_grace_used)) {
-            fm_store_relaxed(&limit_grace_used, true);
-            fm_add_relaxed(&usage_limit, FM_LIMIT_GRACE);
-        }
+        /* The grace is granted once this refusal has reached the program (fm_os_grant_grace),
+         * not here: a retry within the same call (the minimum small span after the optimal one,
+         * the exact size after realloc's 25% wish, a page move after growth in place) must not
+         * live on it, or the program never sees the limit (FastMM5 maps once per request). */
+        if (!fm_load_relaxed(&limit_grace_used))
+            fm_store_relaxed(&limit_grace_pending, true);
         fm_sub_relaxed(&mapped_bytes, size);
         return false;
     }
@@ -141,8 +144,18 @@ size_t fm_os_mapped_bytes(void) { return fm_load_relaxed(&mapped_bytes); }
 size_t fm_os_peak_mapped_bytes(void) { return fm_load_relaxed(&peak_mapped_bytes); }
 void fm_os_set_limit(size_t limit)
 {
+    fm_store_relaxed(&limit_grace_pending, false);
     fm_store_relaxed(&limit_grace_used, false);
     fm_store_relaxed(&usage_limit, limit);
+}
+
+void fm_os_grant_grace(void)
+{
+    if (!fm_load_relaxed(&limit_grace_pending) || !__atomic_exchange_n(&limit_grace_pending, false, __ATOMIC_RELAXED))
+        return;
+    bool used = false;
+    if (__atomic_compare_exchange_n(&limit_grace_used, &used, true, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        fm_add_relaxed(&usage_limit, FM_LIMIT_GRACE);
 }
 size_t fm_os_limit(void) { return fm_load_relaxed(&usage_limit); }
 

@@ -88,6 +88,7 @@ static void *resize_large(void *p, fm_block_ref_t ref, size_t size)
         if (q == NULL && target != size)
             q = fm_large_resize(p, size); /* the 25% extra is a wish, not a need */
         if (q == NULL) {
+            fm_os_grant_grace();
             errno = ENOMEM;
             return NULL;
         }

@@ -182,6 +182,13 @@ static void *new_span_locked(fm_small_manager_t *m)
     s->in_partial_list = 0;
     s->total_blocks = (uint32_t)blocks;
     fm_store_relaxed(&s->blocks_in_use, (uint32_t)blocks); /* unfed blocks count as in use */
+    /* Until the feed hands a block out its flag word says "free": the span's memory may hold
+     * anything (an earlier block's user data), and free() must never take an unfed block for a
+     * live one (it would be handed out twice). */
+    for (size_t i = 0; i + 1 < blocks; i++) {
+        void *u = (char *)s + FM_SMALL_SPAN_HEADER + i * m->block_size;
+        fm_flags_set(u, (uint16_t)(flags_for(s, u) | FM_FLAG_FREE));
+    }
     uint32_t top = FM_SMALL_SPAN_HEADER + (uint32_t)((blocks - 1) * m->block_size);
     void *b = (char *)s + top;
     fm_flags_set(b, flags_for(s, b));

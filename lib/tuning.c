@@ -76,6 +76,9 @@ static fm_lock_t alignment_lock;
 static unsigned alignment_counts[4]; /* 8, 16, 32, 64 */
 static unsigned current_alignment;   /* 0 until the first enter: the base alignment */
 
+void fm_tuning_fork_lock(void) { fm_lock_wait(&alignment_lock); }
+void fm_tuning_fork_unlock(void) { fm_lock_release(&alignment_lock); }
+
 static int alignment_slot(unsigned alignment)
 {
     switch (alignment) {

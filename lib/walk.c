@@ -383,6 +383,19 @@ static fm_lock_t log_lock;
 static log_row_t log_rows[LOG_ROWS];
 static size_t log_overflow_count, log_overflow_total;
 
+/* fork: both are held while the heap is walked (arena locks inside), never inside another. */
+void fm_walk_fork_lock(void)
+{
+    fm_lock_wait(&json_lock);
+    fm_lock_wait(&log_lock);
+}
+
+void fm_walk_fork_unlock(void)
+{
+    fm_lock_release(&log_lock);
+    fm_lock_release(&json_lock);
+}
+
 static void log_visit(const fastmm_block_info_t *b, void *user)
 {
     (void)user;

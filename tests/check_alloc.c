@@ -46,11 +46,19 @@ static void assert_disjoint(void **ptrs, size_t n)
 }
 
 /* Guards the helper itself against the hand-computed table (so a wrong formula cannot make the
- * exact-size tests below pass against a wrong library). */
+ * exact-size tests below pass against a wrong library). The small classes below 176 differ
+ * between 64-bit (16-byte steps) and 32-bit (8-byte steps); the rest is the same. */
 START_TEST(test_expected_size_table)
 {
     static const size_t table[][2] = {
-        {0, 14},           {1, 14},           {14, 14},          {15, 30},         {318, 318},
+#if FM_TEST_64BIT
+        {0, 14},           {1, 14},           {14, 14},          {15, 30},         {100, 110},
+        {158, 158},        {159, 174},
+#else
+        {0, 6},            {1, 6},            {6, 6},            {7, 14},          {14, 14},
+        {15, 22},          {100, 102},        {158, 158},        {159, 174},
+#endif
+        {174, 174},        {175, 190},        {318, 318},
         {319, 350},        {638, 638},        {639, 702},        {1342, 1342},     {1343, 1470},
         {2494, 2494},      {2495, 2622},      {2622, 2622},      {2623, 2872},     {2872, 2872},
         {2873, 3128},      {100920, 100920},  {100921, 101176},  {101176, 101176}, {101177, 101688},
@@ -63,7 +71,7 @@ START_TEST(test_expected_size_table)
 END_TEST
 
 /* Guards the small-block classes and the small/medium switch: every size 0..2700 gets a 16-byte
- * aligned block (64-byte aligned once medium) whose usable size is exactly FastMM5's class - 2
+ * (32-bit: 8-byte) aligned block (64-byte aligned once medium) whose usable size is exactly FastMM5's class - 2
  * (or medium bin - 8), reported identically by malloc_usable_size and fastmm_usable_size; all
  * 2701 blocks live at once never overlap and keep their own contents. */
 START_TEST(test_every_size_small)
@@ -73,7 +81,8 @@ START_TEST(test_every_size_small)
     for (size_t n = 0; n <= MAX_EVERY; n++) {
         p[n] = malloc(n);
         REQUIRE(p[n] != NULL, "malloc(%zu) failed", n);
-        REQUIRE(((uintptr_t)p[n] & 15) == 0, "malloc(%zu) = %p not 16-byte aligned", n, p[n]);
+        REQUIRE(((uintptr_t)p[n] & (FM_MIN_ALIGN - 1)) == 0, "malloc(%zu) = %p not %zu-byte aligned", n, p[n],
+                FM_MIN_ALIGN);
         if (n > FM_MAX_SMALL_USER)
             REQUIRE(((uintptr_t)p[n] & 63) == 0, "medium malloc(%zu) = %p not 64-byte aligned", n, p[n]);
         size_t u = fastmm_usable_size(p[n]);
@@ -100,7 +109,8 @@ START_TEST(test_every_size_small)
 }
 END_TEST
 
-/* Guards malloc(0): a unique, non-NULL, 16-byte aligned pointer in the 16-byte class (usable 14). */
+/* Guards malloc(0): a unique, non-NULL, 16-byte aligned pointer in the 16-byte class (usable 14);
+ * 32-bit: 8-byte aligned in the 8-byte class (usable 6). */
 START_TEST(test_malloc_zero_unique)
 {
     enum { N = 1000 };
@@ -108,20 +118,20 @@ START_TEST(test_malloc_zero_unique)
     for (int i = 0; i < N; i++) {
         p[i] = malloc(0);
         ck_assert_ptr_nonnull(p[i]);
-        REQUIRE(((uintptr_t)p[i] & 15) == 0, "malloc(0) misaligned");
-        REQUIRE(fastmm_usable_size(p[i]) == 14, "usable(malloc(0)) = %zu", fastmm_usable_size(p[i]));
-        memset(p[i], i & 0xff, 14);
+        REQUIRE(((uintptr_t)p[i] & (FM_MIN_ALIGN - 1)) == 0, "malloc(0) misaligned");
+        REQUIRE(fastmm_usable_size(p[i]) == FM_MIN_USABLE, "usable(malloc(0)) = %zu", fastmm_usable_size(p[i]));
+        memset(p[i], i & 0xff, FM_MIN_USABLE);
     }
     void **s = launder_ptr(p);
     assert_disjoint(s, N);
     for (int i = 0; i < N; i++) {
-        for (int j = 0; j < 14; j++)
+        for (size_t j = 0; j < FM_MIN_USABLE; j++)
             REQUIRE(((uint8_t *)p[i])[j] == (uint8_t)i, "malloc(0) block %d overwritten", i);
         free(p[i]);
     }
     void *z = fastmm_malloc(0);
     ck_assert_ptr_nonnull(z);
-    ck_assert_uint_eq(fastmm_usable_size(z), 14);
+    ck_assert_uint_eq(fastmm_usable_size(z), FM_MIN_USABLE);
     fastmm_free(z);
 }
 END_TEST
@@ -150,7 +160,8 @@ START_TEST(test_medium_bin_edges)
         if (n > FM_MAX_SMALL_USER)
             ck_assert_msg(((uintptr_t)p[i] & 63) == 0, "malloc(%zu) = %p not 64-byte aligned", n, p[i]);
         else
-            ck_assert_msg(((uintptr_t)p[i] & 15) == 0, "malloc(%zu) = %p not 16-byte aligned", n, p[i]);
+            ck_assert_msg(((uintptr_t)p[i] & (FM_MIN_ALIGN - 1)) == 0, "malloc(%zu) = %p not %zu-byte aligned", n,
+                          p[i], FM_MIN_ALIGN);
         fill_pattern(p[i], u, (uint32_t)(i * 7919 + 1));
     }
     assert_disjoint(launder_ptr(p), N);
@@ -214,7 +225,7 @@ START_TEST(test_calloc_zeroed)
         /* Alternate the count/size split. */
         uint8_t *c = (n & 1) && sz % 2 == 0 ? calloc(sz / 2, 2) : calloc(1, sz);
         REQUIRE(c != NULL, "calloc of %zu bytes failed", sz);
-        REQUIRE(((uintptr_t)c & 15) == 0, "calloc misaligned");
+        REQUIRE(((uintptr_t)c & (FM_MIN_ALIGN - 1)) == 0, "calloc misaligned");
         REQUIRE(fastmm_usable_size(c) >= sz, "calloc usable too small");
         for (size_t i = 0; i < sz; i++)
             REQUIRE(c[i] == 0, "calloc(%zu) byte %zu = %#x, not zero", sz, i, c[i]);
@@ -245,7 +256,7 @@ START_TEST(test_calloc_overflow)
         size_t count, size;
     } cases[] = {
         {SIZE_MAX / 2 + 1, 2},
-        {(size_t)1 << 32, (size_t)1 << 32},
+        {FM_SIZE_HALF, FM_SIZE_HALF},   /* 2^32 * 2^32 (32-bit: 2^16 * 2^16) */
         {SIZE_MAX, SIZE_MAX},
         {3, SIZE_MAX / 3 + 1},
         {1, (size_t)PTRDIFF_MAX + 1},
@@ -273,7 +284,8 @@ static void check_aligned_block(void *p, size_t align, size_t n, const char *wha
     ck_assert_msg(p != NULL, "%s(align %zu, size %zu) failed", what, align, n);
     ck_assert_msg(((uintptr_t)p & (align - 1)) == 0, "%s(align %zu, size %zu) = %p misaligned", what,
                   align, n, p);
-    ck_assert_msg(((uintptr_t)p & 15) == 0, "%s block %p not 16-byte aligned", what, p);
+    ck_assert_msg(((uintptr_t)p & (FM_MIN_ALIGN - 1)) == 0, "%s block %p not %zu-byte aligned", what, p,
+                  FM_MIN_ALIGN);
     size_t u = fastmm_usable_size(p);
     ck_assert_msg(u >= n, "%s(align %zu, size %zu): usable %zu too small", what, align, n, u);
     ck_assert_uint_eq(malloc_usable_size(p), u);
@@ -281,11 +293,11 @@ static void check_aligned_block(void *p, size_t align, size_t n, const char *wha
 }
 
 /* Guards posix_memalign / aligned_alloc / memalign (libc and fastmm_ names) for every power of
- * two from 16 to 1 MiB and sizes from 0 up past the large threshold: aligned, usable >= size,
+ * two from 16 (32-bit: 8) to 1 MiB and sizes from 0 up past the large threshold: aligned, usable >= size,
  * fully writable, freeable with free(). Blocks of one alignment stay live together. */
 START_TEST(test_aligned_alloc_all)
 {
-    for (size_t align = 16; align <= (1u << 20); align <<= 1) {
+    for (size_t align = FM_MIN_ALIGN; align <= (1u << 20); align <<= 1) {
         void *blocks[N_ALIGNED_SIZES * 4];
         int nb = 0;
         for (size_t i = 0; i < N_ALIGNED_SIZES; i++) {
@@ -326,7 +338,8 @@ START_TEST(test_aligned_alloc_all)
 END_TEST
 
 /* Guards small alignments (1, 2, 4, 8: valid powers of two for aligned_alloc/memalign, 8 for
- * posix_memalign) — they must work and still give 16-byte aligned blocks. */
+ * posix_memalign; 32-bit: 4 too) — they must work and still give 16-byte (32-bit: 8-byte) aligned
+ * blocks. */
 START_TEST(test_aligned_alloc_small_alignments)
 {
     for (size_t align = 1; align <= 8; align <<= 1) {

@@ -88,17 +88,18 @@ START_TEST(test_posix_memalign_errors)
         ck_assert_msg(rc == ENOMEM, "fastmm_posix_memalign(1M, %zu) = %d", huge_sizes[i], rc);
         ck_assert_ptr_eq(out, sentinel);
     }
-    /* A valid but unsatisfiable alignment (2^63). */
+    /* A valid but unsatisfiable alignment (2^63; 32-bit: 2^31). */
     void *out = sentinel;
-    int rc = posix_memalign(&out, launder_size((size_t)1 << 63), 16);
-    ck_assert_msg(rc == ENOMEM, "posix_memalign(2^63, 16) = %d, expected ENOMEM", rc);
+    int rc = posix_memalign(&out, launder_size(FM_SIZE_TOP), 16);
+    ck_assert_msg(rc == ENOMEM, "posix_memalign(%zu, 16) = %d, expected ENOMEM", FM_SIZE_TOP, rc);
     ck_assert_ptr_eq(out, sentinel);
 }
 END_TEST
 
 /* Guards aligned_alloc: a non-power-of-two alignment gives NULL with EINVAL (C17, glibc 2.38).
  * memalign keeps glibc's older rule: such an alignment is rounded up to the next power of two
- * (so the block is aligned to that), and only an alignment above 2^62 gives EINVAL. Either
+ * (so the block is aligned to that), and only an alignment above 2^62 (PTRDIFF_MAX / 2 + 1;
+ * 32-bit: 2^30) gives EINVAL. Either
  * call gives NULL with ENOMEM for an impossible size (including size + alignment overflowing). */
 START_TEST(test_aligned_alloc_errors)
 {
@@ -111,7 +112,7 @@ START_TEST(test_aligned_alloc_errors)
         errno = 0;
         p = fastmm_aligned_alloc(a, 64);
         ck_assert_msg(p == NULL && errno == EINVAL, "fastmm_aligned_alloc(%zu) = %p, errno %d", a, p, errno);
-        if (a > ((size_t)1 << 62)) {
+        if (a > (size_t)PTRDIFF_MAX / 2 + 1) {
             errno = 0;
             p = memalign(a, 64);
             ck_assert_msg(p == NULL && errno == EINVAL, "memalign(%zu, 64) = %p, errno %d", a, p, errno);

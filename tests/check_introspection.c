@@ -322,6 +322,8 @@ START_TEST(test_state_counts_classes)
         REQUIRE(fastmm_get_state(&st1), "state incomplete");
         unsigned c = class_slot(&st1, sizes[k]);
         REQUIRE(st1.small_class_count == st0.small_class_count, "class count changed");
+        REQUIRE(st1.small_class_count == FM_SMALL_CLASS_COUNT, "%u small classes, FastMM5 has %d",
+                st1.small_class_count, FM_SMALL_CLASS_COUNT);
         for (unsigned i = 0; i < st1.small_class_count; i++) {
             size_t d = st1.small[i].blocks_in_use - st0.small[i].blocks_in_use;
             REQUIRE(d == (i == c ? (size_t)N : 0), "size %zu: class %zu moved by %zd", sizes[k],
@@ -710,12 +712,27 @@ START_TEST(test_min_alignment)
         free(blocks[i]);
     ck_assert(fastmm_alignment_exit(32));
     ck_assert_uint_eq(fastmm_alignment(), FASTMM_MIN_ALIGNMENT);
-    own_count = 1; /* back to the 16-byte class: the walker shows its block size */
-    owns[0] = (own_t){malloc(1), 1, 14, FASTMM_BLOCK_SMALL, 0, {0}};
+    /* 16 bytes: the minimum on 64-bit; on 32-bit the 8-byte-step classes it is not a divisor of
+     * are skipped (malloc(1) takes the 16-byte class, usable 14). */
+    ck_assert(fastmm_alignment_enter(16));
+    ck_assert_uint_eq(fastmm_alignment(), 16);
+    for (int i = 0; i < 300; i++) {
+        blocks[i] = malloc((size_t)i * 9 + 1);
+        REQUIRE(((uintptr_t)blocks[i] & 15) == 0, "malloc(%d) = %p under 16-byte alignment", i * 9 + 1, blocks[i]);
+    }
+    REQUIRE(fastmm_usable_size(blocks[0]) == 14, "malloc(1) under 16-byte alignment: usable %zu",
+            fastmm_usable_size(blocks[0]));
+    for (int i = 0; i < 300; i++)
+        free(blocks[i]);
+    ck_assert(fastmm_alignment_exit(16));
+    ck_assert_uint_eq(fastmm_alignment(), FASTMM_MIN_ALIGNMENT);
+    own_count = 1; /* back to the smallest class (16, 32-bit: 8): the walker shows its block size */
+    owns[0] = (own_t){malloc(1), 1, FM_MIN_USABLE, FASTMM_BLOCK_SMALL, 0, {0}};
     totals_t t;
     ck_assert(walk_totals(&t, NULL));
     ck_assert_uint_eq(owns[0].seen, 1);
-    ck_assert_uint_eq(owns[0].info.block_size, 16);
+    ck_assert_uint_eq(owns[0].info.block_size, FM_MIN_ALIGN);
+    ck_assert_uint_eq(owns[0].info.usable_size, FM_MIN_USABLE);
     own_free();
 }
 END_TEST

@@ -16,11 +16,14 @@
 
 #include "check_suites.h"
 
-/* The 51 small classes of 64-bit FastMM5 (block sizes incl. the 2-byte header). */
+/* The small classes of FastMM5 (block sizes incl. the 2-byte header): 51 on 64-bit, 61 on 32-bit
+ * (there every multiple of 8 up to 160). */
 static size_t small_classes(size_t *out)
 {
     size_t n = 0;
-    for (size_t c = 16; c <= 320; c += 16)
+    for (size_t c = FM_MIN_ALIGN; c <= 160; c += FM_MIN_ALIGN)
+        out[n++] = c;
+    for (size_t c = 176; c <= 320; c += 16)
         out[n++] = c;
     for (size_t c = 352; c <= 640; c += 32)
         out[n++] = c;
@@ -31,14 +34,15 @@ static size_t small_classes(size_t *out)
     return n;
 }
 
-/* Guards the class list (51 classes, 16 .. 2624) the policy tests iterate over. */
+/* Guards the class list (51 classes, 16 .. 2624; 32-bit: 61, 8 .. 2624) the policy tests iterate
+ * over. */
 START_TEST(test_small_class_list)
 {
     size_t cls[64];
     size_t n = small_classes(cls);
-    ck_assert_uint_eq(n, 51);
-    ck_assert_uint_eq(cls[0], 16);
-    ck_assert_uint_eq(cls[50], 2624);
+    ck_assert_uint_eq(n, FM_SMALL_CLASS_COUNT);
+    ck_assert_uint_eq(cls[0], FM_MIN_ALIGN);
+    ck_assert_uint_eq(cls[n - 1], 2624);
     for (size_t i = 0; i < n; i++)
         ck_assert_uint_eq(fm_small_class(cls[i] - 2), cls[i]);
 }
@@ -436,7 +440,7 @@ START_TEST(test_reallocarray)
         ck_assert_int_eq(a[i], i);
     struct {
         size_t n, m;
-    } bad[] = {{SIZE_MAX / 2 + 1, 2}, {(size_t)1 << 32, (size_t)1 << 32}, {SIZE_MAX, SIZE_MAX},
+    } bad[] = {{SIZE_MAX / 2 + 1, 2}, {FM_SIZE_HALF, FM_SIZE_HALF}, {SIZE_MAX, SIZE_MAX},
                {(size_t)PTRDIFF_MAX / 4 + 1, 4}};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         errno = 0;

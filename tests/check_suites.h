@@ -4,8 +4,9 @@
  * The tests are black-box: they use only <fastmm5.h> and the libc allocation names, which the
  * shared library also exports (the runner links against it, so malloc/free/... are ours too).
  *
- * The expected-size helpers below encode FastMM5's 64-bit geometry (reference/fastmm5-facts.md
- * sections 2.1, 2.2, 2.4, 2.5 and 14); the tests compare the library against them exactly.
+ * The expected-size helpers below encode FastMM5's geometry for the target's pointer size
+ * (reference/fastmm5-facts.md sections 2.1, 2.2, 2.4, 2.5 and 14); the tests compare the library
+ * against them exactly.
  */
 #ifndef CHECK_SUITES_H
 #define CHECK_SUITES_H
@@ -37,6 +38,7 @@ Suite *suite_threads(void);
 Suite *suite_usage(void);
 Suite *suite_debug(void);
 Suite *suite_introspection(void);
+Suite *suite_exhaustion(void);
 
 /* Loop counts for the heavy tests: n normally, n / 10 (at least 1) when FASTMM_TEST_SLOW is set
  * (valgrind runs with CK_FORK=no). Defined in check_main.c. */
@@ -81,8 +83,29 @@ static inline void escape(const void *p)
 }
 
 /* -------------------------------------------------------------------------------------- */
-/* FastMM5 64-bit geometry                                                                  */
+/* FastMM5 geometry (64-bit, or 32-bit where it differs)                                    */
 /* -------------------------------------------------------------------------------------- */
+
+/* 1 on a 64-bit target, 0 on a 32-bit one (i386). The two differ only in the minimum alignment
+ * and the small classes below 176 bytes (facts 2.2): 64-bit has 16, 32, .. 160 (51 classes),
+ * 32-bit every multiple of 8 from 8 to 160 (61 classes). Medium and large are the same. */
+#if UINTPTR_MAX > 0xffffffffu
+#define FM_TEST_64BIT 1
+#else
+#define FM_TEST_64BIT 0
+#endif
+
+/* glibc's and FastMM5's minimum alignment: 16 on 64-bit, 8 on 32-bit; also the smallest class. */
+#define FM_MIN_ALIGN ((size_t)(2 * sizeof(void *)))
+_Static_assert(FASTMM_MIN_ALIGNMENT == 2 * sizeof(void *), "fastmm5.h: FASTMM_MIN_ALIGNMENT");
+_Static_assert(FM_TEST_64BIT ? sizeof(void *) == 8 : sizeof(void *) == 4, "pointer size");
+#define FM_SMALL_CLASS_COUNT (FM_TEST_64BIT ? 51 : 61)
+/* malloc(0) and malloc(1) get the smallest class: usable 14 (64-bit), 6 (32-bit). */
+#define FM_MIN_USABLE (FM_MIN_ALIGN - 2)
+
+/* Sizes for "more than the address space can hold" that are right for the target. */
+#define FM_SIZE_HALF  ((size_t)1 << (4 * sizeof(size_t)))   /* 2^32 / 2^16: its square overflows */
+#define FM_SIZE_TOP   (SIZE_MAX / 2 + 1)                     /* 2^63 / 2^31: the top bit alone */
 
 #define FM_MAX_SMALL_USER  ((size_t)2622)     /* CMaximumSmallBlockSize - 2 */
 #define FM_MAX_MEDIUM_USER ((size_t)558904)   /* CMaximumMediumBlockSize - 8 */
@@ -98,8 +121,10 @@ static inline size_t fm_round_up(size_t n, size_t m)
 static inline size_t fm_small_class(size_t n)
 {
     size_t need = n + 2;
+    if (need <= 160)                  /* 64-bit: 16 .. 160 step 16; 32-bit: 8 .. 160 step 8 */
+        return need <= FM_MIN_ALIGN ? FM_MIN_ALIGN : fm_round_up(need, FM_MIN_ALIGN);
     if (need <= 320)
-        return need <= 16 ? 16 : fm_round_up(need, 16);        /* 16 .. 320 step 16 */
+        return fm_round_up(need, 16);                           /* 176 .. 320 step 16 */
     if (need <= 640)
         return 320 + fm_round_up(need - 320, 32);               /* 352 .. 640 step 32 */
     if (need <= 1344)

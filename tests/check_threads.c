@@ -192,8 +192,8 @@ static void *churn_thread(void *argp)
             record_failure("allocation failed", n, 0);
             continue;
         }
-        if (((uintptr_t)p & 15) != 0)
-            record_failure("block not 16-byte aligned", n, 0);
+        if (((uintptr_t)p & (FM_MIN_ALIGN - 1)) != 0)
+            record_failure("block not aligned to FM_MIN_ALIGN (16; 32-bit: 8)", n, 0);
         it->p = p;
         it->n = n;
         it->seed = serial++;
@@ -512,6 +512,11 @@ Suite *suite_threads(void)
 
     tc = tcase_create("fork");
     tcase_set_timeout(tc, TEST_TIMEOUT);
+#if CHECK_MAJOR_VERSION > 0 || CHECK_MINOR_VERSION >= 11
+    /* CK_EXCLUDE_TAGS=fork-with-threads leaves it out: under qemu-user, fork() while other
+     * threads run hangs in the emulator (.ci/arch-legs). */
+    tcase_set_tags(tc, "fork-with-threads");
+#endif
     tcase_add_test(tc, test_fork_while_allocating);
     suite_add_tcase(s, tc);
 
