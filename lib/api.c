@@ -125,14 +125,20 @@ static void *alloc_by_size(size_t size, bool through_cache)
 {
     void *p;
     fm_ensure_init();
-    if (FM_LIKELY(size <= FM_SMALL_MAX_USER))
+    if (FM_LIKELY(size <= FM_SMALL_MAX_USER)) {
         p = through_cache ? fm_tcache_refill(fm_small_class_of(size)) : fm_small_alloc(fm_small_class_of(size));
-    else if (size <= FM_MEDIUM_MAX_USER)
-        p = fm_medium_alloc(fm_medium_round_request(size), false);
-    else if (size <= (size_t)PTRDIFF_MAX)
+    } else if (size <= FM_MEDIUM_MAX_USER) {
+        size_t block = fm_medium_round_request(size);
+        p = through_cache ? fm_tcache_medium_take(block) : NULL;
+        if (p == NULL)
+            p = fm_medium_alloc(block, false);
+        if (FM_UNLIKELY(p == NULL) && fm_tcache_medium_release())
+            p = fm_medium_alloc(block, false); /* the cached blocks may merge into what it needs */
+    } else if (size <= (size_t)PTRDIFF_MAX) {
         p = fm_large_alloc(size, 0);
-    else
+    } else {
         p = NULL;
+    }
     if (FM_UNLIKELY(p == NULL)) {
         fm_os_grant_grace(); /* a refusal under the memory limit reaches the program now */
         errno = ENOMEM;
@@ -181,20 +187,34 @@ void *fm_alloc_aligned(size_t alignment, size_t size)
 
 /* ---- public entry points (section 1); override.c maps the C library names onto these ---- */
 
-/* The common case in a few instructions: a free block of the class from this thread's cache. */
+/* The common case in a few instructions: a free block of the class (small) or bin (medium up
+ * to 64 KiB) from this thread's cache. */
 FM_EXPORT void *fastmm_malloc(size_t size)
 {
     fm_tcache_t *tc = fm_tcache_current;
-    if (FM_LIKELY(size <= FM_SMALL_MAX_USER && FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_slow_alloc))) {
-        unsigned c = fm_small_class_of(size);
-        fm_tcache_bin_t *bin = &tc->bins[c];
-        void *b = bin->head;
-        if (FM_LIKELY(b != NULL)) {
-            bin->head = *(void **)b;
-            bin->count--;
-            fm_flags_set(b, fm_flags_get(b) & ~FM_FLAG_FREE);
-            fm_track_alloc(b, size, fm_small_class_sizes[c] - 2u, false);
-            return b;
+    if (FM_LIKELY(FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_slow_alloc))) {
+        if (FM_LIKELY(size <= FM_SMALL_MAX_USER)) {
+            unsigned c = fm_small_class_of(size);
+            fm_tcache_bin_t *bin = &tc->bins[c];
+            void *b = bin->head;
+            if (FM_LIKELY(b != NULL)) {
+                bin->head = *(void **)b;
+                bin->count--;
+                fm_flags_set(b, fm_flags_get(b) & ~FM_FLAG_FREE);
+                fm_track_alloc(b, size, fm_small_class_sizes[c] - 2u, false);
+                return b;
+            }
+        } else if (size <= FM_TCACHE_MEDIUM_MAX_USER) {
+            void **head = &tc->medium[fm_tcache_medium_bin_for(size)];
+            void *b = *head;
+            if (b != NULL) {
+                size_t block = fm_medium_block_size(b);
+                *head = *(void **)b;
+                tc->medium_bytes -= block;
+                fm_flags_set(b, FM_FLAG_MEDIUM);
+                fm_track_alloc(b, size, block - FM_MEDIUM_HEADER, false);
+                return b;
+            }
         }
     }
     if (fm_load_relaxed(&fm_debug_on))
@@ -219,34 +239,144 @@ static FM_NOINLINE void free_slow(void *p, fm_block_ref_t ref)
         if (fm_load_relaxed(&fm_erase_freed)) /* the whole usable area, as FastMM5 does */
             fm_kernels.fill(p, 0x80, fm_track_usable(p, usable));
         fm_track_free(p, usable, ref.kind == FM_BLOCK_MEDIUM, false);
-        fm_free_classified(p, ref);
+        if (ref.kind != FM_BLOCK_MEDIUM || fm_load_relaxed(&fm_erase_freed))
+            fm_free_classified(p, ref);
+        else if (!fm_block_mark_free(p))
+            fm_event_invalid_pointer("free", p, "the block was already freed");
+        else if (!fm_tcache_medium_put(p, usable + FM_MEDIUM_HEADER))
+            fm_medium_free(p);
     }
     errno = saved;
 }
 
-/* Every pointer is classified (fails closed); a live small block then goes to this thread's
- * cache, keeping its span's count, so no lock is taken. */
+/*
+ * A live plain small block of medium span ms, in a few loads: its flag word says small, in use,
+ * not debug; the span header it names lies inside ms and carries the seal (its address xor the
+ * process's random key, cleared when the span is released); and the pointer sits exactly on a
+ * block of that span. A pointer that fails any test is not refused here: it takes the full
+ * classification (classify()), which finds the right report. Returns the span, or NULL.
+ */
+FM_INLINE fm_small_span_t *live_small_block(const void *p, const fm_medium_span_t *ms)
+{
+    uintptr_t first = (uintptr_t)ms + ms->first_block;
+    if ((uintptr_t)p < first + FM_SMALL_SPAN_HEADER) /* then p - 2 and any span below p are ours */
+        return NULL;
+    uint16_t flags = fm_flags_get(p);
+    if ((flags & (FM_FLAG_SMALL | FM_FLAG_FREE | FM_FLAG_DEBUG_INFO)) != FM_FLAG_SMALL)
+        return NULL;
+    fm_small_span_t *s = (fm_small_span_t *)(((uintptr_t)p & ~(uintptr_t)63) -
+                                             ((uintptr_t)(flags & FM_SMALL_OFFSET_MASK) << 3));
+    if ((uintptr_t)s < first || fm_load_relaxed(&s->seal) != fm_small_seal_of(s))
+        return NULL;
+    uint64_t offset = (uintptr_t)p - (uintptr_t)s - FM_SMALL_SPAN_HEADER; /* p >= s + 64: s <= p & ~63 */
+    uint64_t index = (offset * s->reciprocal) >> 32;
+    if (offset >= FM_MEDIUM_MAX_SPAN || index * s->block_size != offset || index >= s->total_blocks)
+        return NULL;
+    return s;
+}
+
+/* A live plain medium block of medium span ms (the bounds first: only then may its header be
+ * read) that fits this thread's cache: its block size, else 0. */
+FM_INLINE size_t cacheable_medium_block(const void *p, const fm_medium_span_t *ms, const fm_tcache_t *tc)
+{
+    if (!fm_medium_validate(p, ms) || fm_flags_get(p) != FM_FLAG_MEDIUM ||
+        fm_load_relaxed(&fm_medium_header_of(p)->is_small_span))
+        return 0;
+    size_t block = fm_medium_block_size(p);
+    if (fm_medium_bin_of(block) >= FM_TCACHE_MEDIUM_BINS || tc->medium_bytes + block > FM_TCACHE_MEDIUM_BYTES)
+        return 0;
+    return block;
+}
+
+/* Under memcheck the reads around a pointer that may be bad are the allocator's business (as in
+ * fm_block_classify): the same tests with error reporting off. */
+static FM_NOINLINE void find_cacheable_quietly(const void *p, const fm_medium_span_t *ms, const fm_tcache_t *tc,
+                                               fm_small_span_t **small, size_t *medium)
+{
+    fm_track_quiet(true);
+    *small = live_small_block(p, ms);
+    *medium = *small == NULL ? cacheable_medium_block(p, ms, tc) : 0;
+    fm_track_internal(small, sizeof *small); /* verdicts, however the bytes they read were: defined */
+    fm_track_internal(medium, sizeof *medium);
+    fm_track_quiet(false);
+}
+
+/* Whether p's flag word, if p is inside this heap far enough for it to be read, marks a debug
+ * block's user pointer: then debug.c classifies it first (one full classification saved). */
+FM_INLINE bool looks_like_debug_block(const void *p)
+{
+    uintptr_t entry = fm_pagemap_lookup(p);
+    const char *owner = (const char *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK);
+    size_t floor = (entry & FM_REGION_TYPE_MASK) == FM_REGION_MEDIUM_SPAN
+                       ? ((const fm_medium_span_t *)owner)->first_block + 64u
+                       : FM_LARGE_HEADER + 64u;
+    return entry != 0 && (uintptr_t)p >= (uintptr_t)owner + floor && (fm_flags_get(p) & FM_FLAG_DEBUG_BLOCK) != 0;
+}
+
+/* The same under memcheck, where the word read may be a user's uninitialised byte. */
+static FM_NOINLINE bool looks_like_debug_block_quietly(const void *p)
+{
+    fm_track_quiet(true);
+    bool yes = looks_like_debug_block(p);
+    fm_track_internal(&yes, sizeof yes); /* a verdict, however the bytes it read were: defined */
+    fm_track_quiet(false);
+    return yes;
+}
+
+static FM_NOINLINE bool free_debug_block(void *p)
+{
+    int saved = errno; /* free never changes errno */
+    bool done = fm_debug_free_block(p);
+    errno = saved;
+    return done;
+}
+
+/*
+ * Live plain small blocks, and plain medium blocks of the cached sizes while this thread's cache
+ * has room, go to this thread's cache (still counted as in use by their spans, flagged FREE),
+ * so no lock is taken. Everything else, and every pointer these exact checks do not accept, is
+ * classified in full (fails closed) and freed or reported out of line.
+ */
 FM_EXPORT void fastmm_free(void *p)
 {
-    if (p == NULL)
-        return;
-    fm_block_ref_t ref = fm_block_classify(p);
     fm_tcache_t *tc = fm_tcache_current;
-    if (FM_LIKELY(ref.kind == FM_BLOCK_SMALL && FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_erase_freed))) {
-        uint16_t flags = fm_flags_get(p);
-        if (FM_LIKELY((flags & (FM_FLAG_FREE | FM_FLAG_DEBUG_INFO)) == 0)) {
-            unsigned c = ((fm_small_span_t *)ref.owner)->manager->class_index;
-            fm_tcache_bin_t *bin = &tc->bins[c];
-            fm_track_free(p, fm_small_class_sizes[c] - 2u, false, false);
-            fm_flags_set(p, flags | FM_FLAG_FREE);
-            *(void **)p = bin->head;
-            bin->head = p;
-            if (FM_UNLIKELY(++bin->count > fm_tcache_limits[c]))
-                fm_tcache_overflow(tc, c);
-            return;
+    if (FM_LIKELY(FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_erase_freed))) {
+        uintptr_t entry = fm_pagemap_lookup(p);
+        if (FM_LIKELY((entry & FM_REGION_TYPE_MASK) == FM_REGION_MEDIUM_SPAN)) {
+            const fm_medium_span_t *ms = (const fm_medium_span_t *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK);
+            fm_small_span_t *s;
+            size_t block = 0;
+            if (FM_UNLIKELY(fm_track_on))
+                find_cacheable_quietly(p, ms, tc, &s, &block);
+            else if ((s = live_small_block(p, ms)) == NULL)
+                block = cacheable_medium_block(p, ms, tc);
+            if (FM_LIKELY(s != NULL)) {
+                unsigned c = s->class_index;
+                fm_tcache_bin_t *bin = &tc->bins[c];
+                fm_track_free(p, s->block_size - 2u, false, false);
+                fm_flags_set(p, fm_flags_get(p) | FM_FLAG_FREE);
+                *(void **)p = bin->head;
+                bin->head = p;
+                if (FM_UNLIKELY(++bin->count > fm_tcache_limits[c]))
+                    fm_tcache_overflow(tc, c);
+                return;
+            }
+            if (block != 0) {
+                unsigned b = fm_medium_bin_of(block);
+                fm_track_free(p, block - FM_MEDIUM_HEADER, true, false);
+                fm_flags_set(p, FM_FLAG_MEDIUM | FM_FLAG_FREE);
+                *(void **)p = tc->medium[b];
+                tc->medium[b] = p;
+                tc->medium_bytes += block;
+                return;
+            }
         }
     }
-    free_slow(p, ref);
+    if (p == NULL)
+        return;
+    if (FM_UNLIKELY(fm_track_on ? looks_like_debug_block_quietly(p) : looks_like_debug_block(p)) && free_debug_block(p))
+        return;
+    free_slow(p, fm_block_classify(p));
 }
 
 FM_EXPORT void *fastmm_calloc(size_t count, size_t size)
@@ -258,8 +388,10 @@ FM_EXPORT void *fastmm_calloc(size_t count, size_t size)
     }
     if (fm_load_relaxed(&fm_debug_on))
         return fm_debug_alloc(total, 0);
-    bool fresh = total > FM_MEDIUM_MAX_USER; /* large blocks are fresh mappings, already zero */
-    void *p = fm_track_new(fm_alloc(total), total, fresh);
+    void *p = fm_alloc(total);
+    /* a large block in a fresh mapping is already zero; a retained one (large.c) is not */
+    bool fresh = p != NULL && total > FM_MEDIUM_MAX_USER && !fm_large_header_of(p)->recycled;
+    p = fm_track_new(p, total, fresh);
     if (p != NULL && !fresh)
         memset(p, 0, total);
     return p;
@@ -268,24 +400,26 @@ FM_EXPORT void *fastmm_calloc(size_t count, size_t size)
 /*
  * The seed's small-block fast path (a 64 -> 63 byte resize): a live plain small block whose new
  * size keeps it in place under FastMM5's policy (no growth past its class, no shrink below a
- * quarter, realloc.c) comes straight back, after the same fail-closed classification as every
- * call. Everything else (growth, a moving shrink, medium and large blocks, debug mode, memcheck,
- * bad pointers, size 0) continues out of line with the classification already done, so those
- * paths pay one predictable branch more and nothing else.
+ * quarter, realloc.c) comes straight back, after free()'s exact inline check (live_small_block).
+ * Everything else (growth, a moving shrink, medium and large blocks, debug mode, memcheck, bad
+ * pointers, size 0) continues out of line, with the classification already done where the
+ * inline check made it.
  */
 FM_EXPORT void *fastmm_realloc(void *p, size_t size)
 {
     if (FM_UNLIKELY(p == NULL))
         return fm_realloc(NULL, size);
-    fm_block_ref_t ref = fm_block_classify(p);
-    if (FM_LIKELY(ref.kind == FM_BLOCK_SMALL)) {
-        size_t old = fm_small_usable(ref.owner);
-        if (size - 1 < old && size * 4 + FM_SMALL_DOWNSIZE_ADDER >= old &&
-            (fm_flags_get(p) & (FM_FLAG_FREE | FM_FLAG_DEBUG_INFO)) == 0 && !fm_load_relaxed(&fm_debug_on) &&
-            !fm_track_on)
-            return p;
+    uintptr_t entry = fm_pagemap_lookup(p);
+    if (FM_LIKELY((entry & FM_REGION_TYPE_MASK) == FM_REGION_MEDIUM_SPAN && !fm_track_on)) {
+        fm_small_span_t *s = live_small_block(p, (const fm_medium_span_t *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK));
+        if (FM_LIKELY(s != NULL)) {
+            size_t old = fm_small_usable(s);
+            if (size - 1 < old && size * 4 + FM_SMALL_DOWNSIZE_ADDER >= old && !fm_load_relaxed(&fm_debug_on))
+                return p;
+            return fm_realloc_classified(p, (fm_block_ref_t){FM_BLOCK_SMALL, s, NULL}, size);
+        }
     }
-    return fm_realloc_classified(p, ref, size);
+    return fm_realloc_classified(p, fm_block_classify(p), size);
 }
 
 FM_EXPORT void *fastmm_reallocarray(void *p, size_t count, size_t size)

@@ -73,28 +73,32 @@ FM_INLINE unsigned char *trace_at(const debug_header_t *h, bool free_trace)
     return footer_of(h) + 4 + (free_trace ? h->stack_depth * sizeof(uintptr_t) : 0);
 }
 
-static uint32_t header_checksum(const debug_header_t *h)
+/* The checksums are FastMM5's: all ones xor every 32-bit word of the range. XOR is associative,
+ * so the words are taken 64 bits at a time and the two halves folded at the end (the ranges are
+ * whole 8-byte words): half the loads, the same value. */
+static uint32_t xor_words(const unsigned char *b, size_t bytes)
 {
-    const unsigned char *b = (const unsigned char *)h;
-    uint32_t sum = 0xffffffffu;
-    for (size_t off = offsetof(debug_header_t, header_checksum) + 4; off < HEADER_SIZE; off += 4) {
-        uint32_t w;
-        memcpy(&w, b + off, 4);
+    uint64_t sum = 0;
+    for (size_t off = 0; off < bytes; off += 8) {
+        uint64_t w;
+        memcpy(&w, b + off, 8);
         sum ^= w;
     }
-    return sum;
+    return 0xffffffffu ^ (uint32_t)sum ^ (uint32_t)(sum >> 32);
 }
 
+#define HEADER_SUM_START (offsetof(debug_header_t, header_checksum) + 4)
+FM_STATIC_ASSERT((HEADER_SIZE - HEADER_SUM_START) % 8 == 0, "the header checksum covers whole 8-byte words");
+
+static uint32_t header_checksum(const debug_header_t *h)
+{
+    return xor_words((const unsigned char *)h + HEADER_SUM_START, HEADER_SIZE - HEADER_SUM_START);
+}
+
+/* 2 x depth pointers: a multiple of 8 bytes on both word sizes */
 static uint32_t footer_checksum(const debug_header_t *h)
 {
-    const unsigned char *t = footer_of(h) + 4;
-    uint32_t sum = 0xffffffffu;
-    for (size_t off = 0; off + 4 <= 2u * h->stack_depth * sizeof(uintptr_t); off += 4) {
-        uint32_t w;
-        memcpy(&w, t + off, 4);
-        sum ^= w;
-    }
-    return sum;
+    return xor_words(footer_of(h) + 4, 2u * h->stack_depth * sizeof(uintptr_t));
 }
 
 static void set_checksums(debug_header_t *h)
@@ -340,7 +344,7 @@ static void *init_block(char *outer, size_t size, unsigned depth, int fill)
     h->previous_first_word = 0;
     h->allocation_group = fm_load_relaxed(&allocation_group);
     h->allocation_number = __atomic_add_fetch(&last_allocation_number, 1, __ATOMIC_RELAXED);
-    h->allocation_ms = (uint32_t)(fm_os_time_ms() - start_ms);
+    h->allocation_ms = (uint32_t)(fm_os_coarse_time_ms() - start_ms);
     h->allocated_by_thread = fm_os_thread_id();
     h->freed_by_thread = 0;
     h->reserved3 = 0;
@@ -374,8 +378,8 @@ void *fm_debug_alloc(size_t size, int fill)
         return NULL;
     fm_track_internal(outer, size + overhead(depth));
     bool zeroed = fill == 0;
-    if (fill == 0 && size + overhead(depth) > FM_MEDIUM_MAX_USER)
-        fill = -1; /* large blocks are fresh mappings: already zero */
+    if (fill == 0 && size + overhead(depth) > FM_MEDIUM_MAX_USER && !fm_large_header_of(outer)->recycled)
+        fill = -1; /* a large block in a fresh mapping is already zero (a retained one is not) */
     void *user = init_block(outer, size, depth, fill);
     fm_track_alloc(user, size, size, zeroed);
     return user;
@@ -558,20 +562,30 @@ static void free_debug_block(void *p, fm_block_ref_t ref, const char *operation)
     fm_free_classified(h, ref);
 }
 
+/* free() of a debug block's user pointer (freed, or reported as a double free): true. False if
+ * p is no debug block; nothing was done then. */
+bool fm_debug_free_block(void *p)
+{
+    fm_block_ref_t outer;
+    if (!fm_debug_classify(p, &outer))
+        return false;
+    if (debug_options & FASTMM_DEBUG_SCAN_EVERY_OPERATION && fm_load_relaxed(&fm_debug_on))
+        fastmm_debug_scan();
+    debug_header_t *h = header_of(p);
+    if (h->flags == FLAGS_FREED && header_ok(h))
+        raise_block_event(FASTMM_EVENT_DOUBLE_FREE, h, "free");
+    else
+        free_debug_block(p, outer, "free");
+    return true;
+}
+
 /* free() of anything that classified as no plain block: a debug block, or an invalid pointer. */
 void fm_debug_free_or_report(void *p, fm_block_ref_t plain_ref)
 {
+    if (fm_debug_free_block(p))
+        return;
     if (debug_options & FASTMM_DEBUG_SCAN_EVERY_OPERATION && fm_load_relaxed(&fm_debug_on))
         fastmm_debug_scan();
-    fm_block_ref_t outer;
-    if (fm_debug_classify(p, &outer)) {
-        debug_header_t *h = header_of(p);
-        if (h->flags == FLAGS_FREED && header_ok(h))
-            raise_block_event(FASTMM_EVENT_DOUBLE_FREE, h, "free");
-        else
-            free_debug_block(p, outer, "free");
-        return;
-    }
     if (looks_like_freed_debug_block(p)) {
         raise_block_event(FASTMM_EVENT_DOUBLE_FREE, header_of(p), "free");
         return;
@@ -726,7 +740,7 @@ bool fm_debug_scan_block(const void *outer)
 
 void fm_debug_init(void)
 {
-    start_ms = fm_os_time_ms();
+    start_ms = fm_os_coarse_time_ms();
 }
 
 FM_EXPORT bool fastmm_debug_enter(void)

@@ -59,12 +59,14 @@ static void before_fork(void)
         fm_os_yield();
     }
     fm_large_lock_all();
+    fm_tcache_fork_lock();
     fm_event_lock();
 }
 
 static void unlock_all(void)
 {
     fm_event_unlock();
+    fm_tcache_fork_unlock();
     fm_large_unlock_all();
     fm_medium_unlock_all();
     fm_small_unlock_all();

@@ -30,8 +30,25 @@
 #define FM_REGION_TYPE_MASK 63u
 bool fm_pagemap_register(const void *base, size_t size, const void *owner, unsigned type);
 void fm_pagemap_unregister(const void *base, size_t size);
-uintptr_t fm_pagemap_lookup(const void *p); /* owner | type, or 0 */
 size_t fm_pagemap_bytes(void);
+#if UINTPTR_MAX > 0xffffffffu
+#define FM_PAGEMAP_ADDRESS_BITS 48
+#else
+#define FM_PAGEMAP_ADDRESS_BITS 32
+#endif
+#define FM_PAGEMAP_LEAF_BITS 16
+#define FM_PAGEMAP_TOP_BITS (FM_PAGEMAP_ADDRESS_BITS - FM_OS_CHUNK_SHIFT - FM_PAGEMAP_LEAF_BITS)
+extern uintptr_t *fm_pagemap_top[(size_t)1 << FM_PAGEMAP_TOP_BITS];
+
+/* owner | type, or 0. Inline: every free() starts here. */
+FM_INLINE uintptr_t fm_pagemap_lookup(const void *p)
+{
+    size_t chunk = (uintptr_t)p >> FM_OS_CHUNK_SHIFT;
+    if (FM_UNLIKELY((chunk >> (FM_PAGEMAP_TOP_BITS + FM_PAGEMAP_LEAF_BITS)) != 0))
+        return 0;
+    uintptr_t *leaf = fm_load_acquire(&fm_pagemap_top[chunk >> FM_PAGEMAP_LEAF_BITS]);
+    return leaf == NULL ? 0 : fm_load_acquire(&leaf[chunk & (((size_t)1 << FM_PAGEMAP_LEAF_BITS) - 1)]);
+}
 
 /* ---- sizeclass.c: FastMM5's small classes and medium bins ---- */
 extern const uint16_t fm_small_class_sizes[FM_SMALL_CLASS_COUNT];
@@ -130,7 +147,9 @@ void fm_small_free(void *p, fm_small_span_t *span);
 unsigned fm_small_alloc_batch(unsigned class_index, void **chain, unsigned want);
 void fm_small_free_chain(void *chain); /* blocks already flagged FREE */
 bool fm_small_validate(const void *p, fm_medium_span_t *medium_span, fm_small_span_t **span_out);
-FM_INLINE size_t fm_small_usable(const fm_small_span_t *span) { return (size_t)span->manager->block_size - 2u; }
+FM_INLINE size_t fm_small_usable(const fm_small_span_t *span) { return (size_t)span->block_size - 2u; }
+extern uintptr_t fm_small_seal_key;
+FM_INLINE uintptr_t fm_small_seal_of(const fm_small_span_t *span) { return (uintptr_t)span ^ fm_small_seal_key; }
 bool fm_small_drain_all(void);
 void fm_small_trim(void);
 void fm_small_lock_all(void);
@@ -140,13 +159,26 @@ uint64_t fm_small_served(void);
 uint32_t fm_small_unfed_blocks(const fm_small_manager_t *m, const fm_small_span_t *s);
 extern bool fm_small_keep_empty_spans;
 
-/* ---- tcache.c: per-thread cache of free small blocks ---- */
+/* ---- tcache.c: per-thread cache of free small and medium blocks ---- */
+/* Medium bins 0..255 are cached: blocks up to 68416 bytes (requests up to 64 KiB). */
+#define FM_TCACHE_MEDIUM_BINS 256u
+#define FM_TCACHE_MEDIUM_BYTES ((size_t)256 << 10) /* per thread; over it the medium bins flush */
+#define FM_TCACHE_MEDIUM_MAX_USER (FM_MEDIUM_MIN_BLOCK + (FM_TCACHE_MEDIUM_BINS - 1u) * 256u - FM_MEDIUM_HEADER)
+/* The bin of fm_medium_round_request(size) for FM_SMALL_MAX_USER < size <= FM_TCACHE_MEDIUM_MAX_USER
+ * (medium bins are 256 bytes apart up to 101184): the one whose size is the block's, rounded up. */
+FM_INLINE unsigned fm_tcache_medium_bin_for(size_t size)
+{
+    size_t block = size + FM_MEDIUM_HEADER;
+    return block <= FM_MEDIUM_MIN_BLOCK ? 0u : (unsigned)((block - FM_MEDIUM_MIN_BLOCK + 255u) >> 8);
+}
 typedef struct fm_tcache_bin {
     void *head; /* blocks linked through their first word, flagged FREE */
     unsigned count;
 } fm_tcache_bin_t;
 typedef struct fm_tcache {
     fm_tcache_bin_t bins[FM_SMALL_CLASS_COUNT];
+    size_t medium_bytes;                  /* block bytes held in medium[] */
+    void *medium[FM_TCACHE_MEDIUM_BINS];  /* by medium bin of the block size, linked as above */
 } fm_tcache_t;
 extern __thread fm_tcache_t *fm_tcache_current __attribute__((tls_model("initial-exec")));
 extern uint16_t fm_tcache_limits[FM_SMALL_CLASS_COUNT];
@@ -155,6 +187,11 @@ void fm_tcache_init_key(void);
 void *fm_tcache_refill(unsigned class_index);
 void fm_tcache_overflow(fm_tcache_t *tc, unsigned class_index);
 void fm_tcache_flush_current(void);
+void fm_tcache_fork_lock(void);
+void fm_tcache_fork_unlock(void);
+void *fm_tcache_medium_take(size_t block_size);       /* NULL: not cached */
+bool fm_tcache_medium_put(void *p, size_t block_size); /* p flagged FREE; false: not taken */
+bool fm_tcache_medium_release(void);                  /* this thread's medium blocks to the arenas */
 #define FM_TCACHE_USABLE(tc) ((uintptr_t)(tc) > 1u)
 
 /* ---- medium.c ---- */
@@ -162,7 +199,19 @@ extern fm_medium_manager_t fm_medium_managers[FM_MEDIUM_ARENAS];
 void *fm_medium_alloc(size_t block_size, bool small_span);
 void *fm_medium_alloc_aligned(size_t block_size, size_t alignment);
 void fm_medium_free(void *p);
-bool fm_medium_validate(const void *p, fm_medium_span_t *span);
+/* p is an in-use medium block (or small span) of `span` only if its bitmap bit says a block
+ * starts there and its header agrees. Inline: free() asks it for every medium block. */
+FM_INLINE bool fm_medium_validate(const void *p, const fm_medium_span_t *span)
+{
+    uintptr_t off = (uintptr_t)p - (uintptr_t)span;
+    if ((off & 63u) != 0 || off < span->first_block || off >= span->span_size)
+        return false;
+    size_t unit = off / 64u;
+    if (!((fm_load_relaxed(&span->in_use_bits[unit / 64]) >> (unit % 64)) & 1u))
+        return false;
+    const fm_medium_header_t *h = fm_medium_header_of(p);
+    return h->span_offset64 == unit && (h->flags & (FM_FLAG_MEDIUM | FM_FLAG_SMALL)) == FM_FLAG_MEDIUM;
+}
 bool fm_medium_try_resize_in_place(void *p, size_t min_block, size_t want_block);
 void fm_medium_collect(fm_usage_detail_t *d);
 void fm_medium_shrink(void *p, size_t new_block_size);
@@ -185,6 +234,7 @@ void fm_large_free(void *p);
 bool fm_large_validate(const void *p, fm_large_header_t *h);
 void *fm_large_resize(void *p, size_t new_size); /* in place or by page move; NULL if impossible */
 bool fm_large_drain_all(void);
+bool fm_large_release_retained(void); /* the kept freed mappings back to the OS */
 void fm_large_lock_all(void);
 void fm_large_unlock_all(void);
 uint64_t fm_large_contention(void);
@@ -223,6 +273,7 @@ void fm_debug_init(void);
 void *fm_debug_alloc(size_t size, int fill); /* fill: 0x90, 0 (calloc) or -1 (none) */
 bool fm_debug_classify(const void *p, fm_block_ref_t *outer_ref);
 void fm_debug_free_or_report(void *p, fm_block_ref_t plain_ref);
+bool fm_debug_free_block(void *p); /* false: p is no debug block (nothing done) */
 void *fm_debug_realloc_or_report(void *p, fm_block_ref_t plain_ref, size_t size);
 void *fm_debug_realloc_plain(void *p, fm_block_ref_t ref, size_t size);
 size_t fm_debug_usable_or_report(const void *p, fm_block_ref_t plain_ref);

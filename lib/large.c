@@ -7,6 +7,17 @@
  * large allocation and free drains those stacks, as FastMM5 does.
  * Growing uses mremap: in place when the pages after the block are free, otherwise the kernel
  * moves the pages to a new address without copying them.
+ *
+ * Retained mappings (not in FastMM5, which gives every freed large block back at once): the
+ * last few freed mappings, up to 8 and 16 MiB, are kept, flagged FREE and still in the ownership
+ * map, and the next large request that fits takes the smallest one. Its chunks beyond what a
+ * fresh mapping would have are kept as spare (spare_chunks) while all live blocks' spare stays
+ * under 8 MiB (else they are unmapped): the usable size stays FastMM5's, and a later realloc
+ * grows into them without a system call or a page fault.
+ * A program that allocates and frees large blocks in a loop then pays no mmap, munmap, page
+ * faults or TLB shootdowns each time, which is what glibc gets by serving such sizes from its
+ * heap once its mmap threshold has risen. malloc_trim, a refused mapping and debug mode (where
+ * a freed large block is unmapped so that a use after free faults) give them back.
  */
 #include "internal.h"
 
@@ -35,12 +46,126 @@ static void unlink_locked(fm_large_manager_t *m, fm_large_header_t *h)
         h->next->prev = h->prev;
 }
 
-static void release(fm_large_header_t *h)
+static void unmap_block(fm_large_header_t *h)
 {
     void *base = h->map_base;
     size_t size = h->map_size;
     fm_pagemap_unregister(base, size);
     fm_os_unmap(base, size);
+}
+
+/* ---- retained mappings (see the top of the file) ---- */
+
+static void drop_spare(fm_large_header_t *h, size_t keep);
+
+#define RETAIN_COUNT 8
+#define RETAIN_BYTES ((size_t)16 << 20)
+
+static fm_lock_t retain_lock;
+static fm_large_header_t *retained[RETAIN_COUNT]; /* oldest first */
+static unsigned retained_count;
+static size_t retained_bytes;
+
+/* Gives a freed block's mapping back, or keeps it; the oldest kept ones make room. */
+static void release(fm_large_header_t *h)
+{
+    drop_spare(h, 0);
+    if ((void *)h != h->map_base || h->map_size > RETAIN_BYTES / 2 || fm_load_relaxed(&fm_debug_on) ||
+        (fm_load_relaxed(&h->flags) & FM_FLAG_DEBUG_INFO)) {
+        unmap_block(h);
+        return;
+    }
+    fm_store_relaxed(&h->flags, (uint16_t)(FM_FLAG_LARGE | FM_FLAG_FREE));
+    fm_large_header_t *evicted[RETAIN_COUNT];
+    unsigned n = 0;
+    fm_lock_wait(&retain_lock);
+    while (retained_count == RETAIN_COUNT || retained_bytes + h->map_size > RETAIN_BYTES) {
+        evicted[n] = retained[0];
+        retained_bytes -= evicted[n++]->map_size;
+        retained_count--;
+        for (unsigned i = 0; i < retained_count; i++)
+            retained[i] = retained[i + 1];
+    }
+    retained[retained_count++] = h;
+    retained_bytes += h->map_size;
+    fm_lock_release(&retain_lock);
+    for (unsigned i = 0; i < n; i++)
+        unmap_block(evicted[i]);
+}
+
+/* Spare chunks of live blocks, all together, stay under a budget: the OS memory they hold is
+ * bounded (retained + spare <= 24 MiB) however many small requests take big mappings. */
+#define SPARE_BUDGET ((size_t)8 << 20)
+static size_t spare_bytes;
+
+static bool add_spare(fm_large_header_t *h, size_t bytes)
+{
+    size_t now = fm_load_relaxed(&spare_bytes);
+    do {
+        if (now + bytes > SPARE_BUDGET)
+            return false;
+    } while (!__atomic_compare_exchange_n(&spare_bytes, &now, now + bytes, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    h->spare_chunks = (uint32_t)(bytes >> 16);
+    return true;
+}
+
+/* The block no longer has spare chunks: used by a resize, or the block is freed. */
+static void drop_spare(fm_large_header_t *h, size_t keep)
+{
+    size_t old = (size_t)h->spare_chunks << 16;
+    if (old != keep) {
+        __atomic_fetch_sub(&spare_bytes, old - keep, __ATOMIC_RELAXED);
+        h->spare_chunks = (uint32_t)(keep >> 16);
+    }
+}
+
+/* The smallest kept mapping of at least map_size bytes, taken out; NULL if none. */
+static fm_large_header_t *take_retained(size_t map_size)
+{
+    if (fm_load_relaxed(&retained_count) == 0)
+        return NULL;
+    fm_lock_wait(&retain_lock);
+    unsigned best = RETAIN_COUNT;
+    for (unsigned i = 0; i < retained_count; i++)
+        if (retained[i]->map_size >= map_size && (best == RETAIN_COUNT || retained[i]->map_size < retained[best]->map_size))
+            best = i;
+    fm_large_header_t *h = NULL;
+    if (best != RETAIN_COUNT) {
+        h = retained[best];
+        retained_bytes -= h->map_size;
+        retained_count--;
+        for (unsigned i = best; i < retained_count; i++)
+            retained[i] = retained[i + 1];
+    }
+    fm_lock_release(&retain_lock);
+    if (h == NULL)
+        return NULL;
+    size_t spare = h->map_size - map_size;
+    h->spare_chunks = 0;
+    if (spare != 0 && !add_spare(h, spare)) {
+        /* over the spare budget: cut the mapping to the block's size */
+        char *cut = (char *)h->map_base + map_size;
+        fm_pagemap_unregister(cut, spare);
+        fm_os_unmap(cut, spare);
+        h->map_size = map_size;
+    }
+    return h;
+}
+
+/* Gives every kept mapping back (malloc_trim, a refused mapping). Returns whether there were any. */
+bool fm_large_release_retained(void)
+{
+    fm_large_header_t *all[RETAIN_COUNT];
+    fm_lock_wait(&retain_lock);
+    unsigned n = retained_count;
+    for (unsigned i = 0; i < n; i++)
+        all[i] = retained[i];
+    retained_count = 0;
+    retained_bytes = 0;
+    fm_lock_release(&retain_lock);
+    for (unsigned i = 0; i < n; i++)
+        unmap_block(all[i]);
+    return n != 0;
 }
 
 /* Takes an arena lock, trying each in turn and yielding when all are busy. */
@@ -103,7 +228,18 @@ static fm_large_header_t *map_block(size_t size, size_t alignment)
     if (size > (size_t)PTRDIFF_MAX - FM_LARGE_HEADER - extra - FM_LARGE_GRANULARITY)
         return NULL;
     size_t map_size = fm_align_up(size + FM_LARGE_HEADER + extra, FM_LARGE_GRANULARITY);
+    if (extra == 0) {
+        fm_large_header_t *h = take_retained(map_size);
+        if (h != NULL) {
+            h->user_size = size;
+            h->recycled = 1;
+            fm_store_relaxed(&h->flags, (uint16_t)FM_FLAG_LARGE);
+            return h;
+        }
+    }
     char *base = fm_os_map(map_size);
+    if (base == NULL && fm_large_release_retained())
+        base = fm_os_map(map_size);
     if (base == NULL)
         return NULL;
     char *user = (char *)fm_align_up((uintptr_t)base + FM_LARGE_HEADER, alignment > 64 ? alignment : 64);
@@ -118,6 +254,8 @@ static fm_large_header_t *map_block(size_t size, size_t alignment)
     h->map_base = front;
     h->map_size = (size_t)(end - front);
     h->user_size = size;
+    h->spare_chunks = 0;
+    h->recycled = 0;
     h->flags = FM_FLAG_LARGE;
     if (!fm_pagemap_register(front, h->map_size, h, FM_REGION_LARGE)) {
         fm_os_unmap(front, h->map_size);
@@ -172,11 +310,15 @@ void *fm_large_resize(void *p, size_t new_size)
     size_t old_map = h->map_size;
     size_t new_map = fm_align_up(lead + new_size, FM_LARGE_GRANULARITY);
     if (new_map <= old_map) {
+        size_t nominal = old_map - ((size_t)h->spare_chunks << 16);
+        if (new_map > nominal) /* grows into the spare chunks */
+            drop_spare(h, old_map - new_map);
         h->user_size = new_size;
         return p;
     }
     if (fm_os_grow_in_place(base, old_map, new_map)) {
         if (fm_pagemap_register(base + old_map, new_map - old_map, h, FM_REGION_LARGE)) {
+            drop_spare(h, 0);
             h->map_size = new_map;
             h->user_size = new_size;
             return p;
@@ -192,12 +334,14 @@ void *fm_large_resize(void *p, size_t new_size)
     char *moved = fm_os_move(base, old_map, new_map);
     if (moved != NULL) {
         h = (fm_large_header_t *)(moved + lead - FM_LARGE_HEADER);
+        drop_spare(h, 0); /* the new mapping is exactly the block */
         h->map_base = moved;
         h->map_size = new_map;
         h->user_size = new_size;
     }
     if (!fm_pagemap_register(h->map_base, h->map_size, h, FM_REGION_LARGE)) {
         /* cannot describe it any more: give the memory back rather than lose track of it */
+        drop_spare(h, 0);
         fm_os_unmap(h->map_base, h->map_size);
         return NULL;
     }
@@ -211,10 +355,12 @@ void fm_large_lock_all(void)
 {
     for (unsigned a = 0; a < FM_LARGE_ARENAS; a++)
         fm_lock_wait(&fm_large_managers[a].lock);
+    fm_lock_wait(&retain_lock);
 }
 
 void fm_large_unlock_all(void)
 {
+    fm_lock_release(&retain_lock);
     for (unsigned a = 0; a < FM_LARGE_ARENAS; a++)
         fm_lock_release(&fm_large_managers[a].lock);
 }

@@ -72,8 +72,15 @@ typedef struct fm_small_span {
     struct fm_small_manager *manager;
     uint32_t total_blocks;
     uint32_t blocks_in_use;             /* unfed blocks count as in use: no early release */
+    /* For free()'s fast validation (api.c), so that it need not visit the manager or the
+     * medium span's bitmap: the span's address xor a per-process random key while the span is
+     * a live small span (0 once released), and copies of the manager's class geometry. */
+    uintptr_t seal;
+    uint32_t reciprocal;
+    uint16_t block_size;
+    uint8_t class_index;
     uint8_t in_partial_list;
-    uint8_t pad[64 - 4 * sizeof(void *) - 8 - 1 - 2];
+    uint8_t pad[64 - 5 * sizeof(void *) - 16 - 2];
     uint16_t first_block_flags;
 } fm_small_span_t;
 FM_STATIC_ASSERT(sizeof(fm_small_span_t) == FM_SMALL_SPAN_HEADER,
@@ -192,7 +199,9 @@ typedef struct fm_large_header {
     void *map_base;
     size_t map_size;
     size_t user_size;        /* the size last requested */
-    uint8_t pad[64 - 6 * sizeof(void *) - 2];
+    uint32_t spare_chunks;   /* 64 KiB chunks at the end beyond the block (a retained mapping reused) */
+    uint8_t recycled;        /* a retained mapping reused (large.c): not known to be zero */
+    uint8_t pad[64 - 6 * sizeof(void *) - 4 - 3];
     uint16_t flags;
 } fm_large_header_t;
 FM_STATIC_ASSERT(sizeof(fm_large_header_t) == FM_LARGE_HEADER, "large header is 64 bytes");
@@ -209,9 +218,12 @@ FM_INLINE fm_large_header_t *fm_large_header_of(const void *p)
 {
     return (fm_large_header_t *)((uintptr_t)p - FM_LARGE_HEADER);
 }
+/* Up to the end of the block's nominal mapping: FastMM5's size for the request, whatever spare
+ * chunks a reused mapping has beyond it. */
 FM_INLINE size_t fm_large_usable(const fm_large_header_t *h)
 {
-    return (size_t)((uintptr_t)h->map_base + h->map_size - ((uintptr_t)h + FM_LARGE_HEADER));
+    return (size_t)((uintptr_t)h->map_base + h->map_size - ((size_t)h->spare_chunks << 16) -
+                    ((uintptr_t)h + FM_LARGE_HEADER));
 }
 
 #endif

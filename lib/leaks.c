@@ -80,7 +80,6 @@ void fm_leaks_fork_unlock(void)
 
 typedef struct collection {
     size_t total, kept, rows;
-    const void *skip; /* the caller's thread cache, which is live but not a leak */
 } collection_t;
 
 static void add_to_summary(collection_t *c, size_t size)
@@ -113,7 +112,7 @@ static void collect(void *outer, size_t usable, void *arg)
             return; /* a quarantined or damaged block: already reported as corrupt */
         block = (char *)outer + 64;
     }
-    if (block == c->skip || is_registered(block))
+    if (is_registered(block))
         return;
     c->total++;
     add_to_summary(c, size);
@@ -170,7 +169,7 @@ FM_EXPORT size_t fastmm_leak_check(void)
     fm_ensure_init();
     fastmm_process_pending_frees();
     fm_lock_wait(&check_lock);
-    collection_t c = {0, 0, 0, fm_tcache_current};
+    collection_t c = {0, 0, 0};
     fm_lock_wait(&registry_lock);
     fm_medium_visit_used(collect, &c);
     fm_large_visit_used(collect, &c);

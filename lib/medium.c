@@ -481,17 +481,6 @@ void fm_medium_free(void *p)
     }
 }
 
-/* p is an in-use medium block (or small span) of `span` only if its bitmap bit says a block
- * starts there and its header agrees. */
-bool fm_medium_validate(const void *p, fm_medium_span_t *span)
-{
-    uintptr_t off = (uintptr_t)p - (uintptr_t)span;
-    if ((off & 63u) != 0 || off < span->first_block || off >= span->span_size || !is_used(span, p))
-        return false;
-    const fm_medium_header_t *h = fm_medium_header_of(p);
-    return h->span_offset64 == off / 64u && (h->flags & (FM_FLAG_MEDIUM | FM_FLAG_SMALL)) == FM_FLAG_MEDIUM;
-}
-
 /* Grows p into the free block after it (FastMM5 3.2): to want_block bytes if there is room, else
  * to whatever fits if that is at least min_block. False if that is not possible right now. */
 bool fm_medium_try_resize_in_place(void *p, size_t min_block, size_t want_block)

@@ -34,7 +34,9 @@ void fm_os_close(int fd);
 uint32_t fm_os_thread_id(void);
 void fm_os_forget_thread_id(void);
 uint64_t fm_os_time_ms(void);
+uint64_t fm_os_coarse_time_ms(void);            /* cheaper, within a scheduler tick */
 void fm_os_yield(void);
 const char *fm_os_getenv(const char *name);     /* no allocation; NULL in set-uid programs */
+uintptr_t fm_os_random_word(void);              /* unpredictable per process, no system call */
 
 #endif

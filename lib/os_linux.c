@@ -203,6 +203,17 @@ uint32_t fm_os_thread_id(void)
 
 void fm_os_forget_thread_id(void) { cached_tid = 0; }
 
+/* The kernel's tick-granular clock (a few ms), read without the TSC: a tenth of the cost of
+ * CLOCK_MONOTONIC on virtual machines with kvm-clock (3.5 against 36 ns), and debug mode stamps
+ * every allocation. */
+uint64_t fm_os_coarse_time_ms(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
+        return fm_os_time_ms();
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 uint64_t fm_os_time_ms(void)
 {
     struct timespec ts;
@@ -211,6 +222,21 @@ uint64_t fm_os_time_ms(void)
 }
 
 void fm_os_yield(void) { sched_yield(); }
+
+/* The kernel's 16 random bytes for this process (AT_RANDOM), mixed with the time in case they
+ * are missing: a key, not cryptography. */
+uintptr_t fm_os_random_word(void)
+{
+    uint64_t v = 0;
+    const unsigned char *r = (const unsigned char *)getauxval(AT_RANDOM);
+    if (r != NULL)
+        for (int i = 8; i < 16; i++) /* bytes 0..7 already key glibc's stack protector */
+            v = v << 8 | r[i];
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    v ^= (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull;
+    return (uintptr_t)(v ^ v >> 32);
+}
 
 const char *fm_os_getenv(const char *name)
 {

@@ -112,8 +112,8 @@ FM_EXPORT int malloc_info(int options, FILE *fp)
 }
 
 /* Spans are released as soon as they empty, except feed spans and the one empty span FastMM5
- * keeps per arena; trimming drains the pending frees and gives those back too. Returns 1 if OS
- * memory went down. */
+ * keeps per arena, and a few freed large mappings are kept for reuse (large.c); trimming drains
+ * the pending frees and gives those back too. Returns 1 if OS memory went down. */
 FM_EXPORT int malloc_trim(size_t pad)
 {
     (void)pad;
@@ -121,6 +121,7 @@ FM_EXPORT int malloc_trim(size_t pad)
     fastmm_process_pending_frees();
     fm_small_trim();
     fm_medium_trim();
+    fm_large_release_retained();
     return fm_os_mapped_bytes() < before;
 }
 

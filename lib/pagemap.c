@@ -12,17 +12,14 @@
  */
 #include "internal.h"
 
-#if UINTPTR_MAX > 0xffffffffu
-#define ADDRESS_BITS 48
-#else
-#define ADDRESS_BITS 32
-#endif
-#define LEAF_BITS 16
-#define TOP_BITS (ADDRESS_BITS - FM_OS_CHUNK_SHIFT - LEAF_BITS)
+#define LEAF_BITS FM_PAGEMAP_LEAF_BITS
+#define TOP_BITS FM_PAGEMAP_TOP_BITS
 #define LEAF_ENTRIES ((size_t)1 << LEAF_BITS)
 #define LEAF_BYTES (LEAF_ENTRIES * sizeof(uintptr_t))
 
-static uintptr_t *top[(size_t)1 << TOP_BITS];
+/* read by the inline lookup (internal.h) on every free */
+uintptr_t *fm_pagemap_top[(size_t)1 << TOP_BITS];
+#define top fm_pagemap_top
 static size_t leaf_count;
 
 static uintptr_t *leaf_for(size_t chunk, bool create)
@@ -71,15 +68,6 @@ void fm_pagemap_unregister(const void *base, size_t size)
         if (leaf != NULL)
             fm_store_release(&leaf[c & (LEAF_ENTRIES - 1)], 0);
     }
-}
-
-uintptr_t fm_pagemap_lookup(const void *p)
-{
-    size_t chunk = (uintptr_t)p >> FM_OS_CHUNK_SHIFT;
-    if ((chunk >> (TOP_BITS + LEAF_BITS)) != 0)
-        return 0;
-    uintptr_t *leaf = leaf_for(chunk, false);
-    return leaf == NULL ? 0 : fm_load_acquire(&leaf[chunk & (LEAF_ENTRIES - 1)]);
 }
 
 size_t fm_pagemap_bytes(void) { return fm_load_relaxed(&leaf_count) * LEAF_BYTES; }

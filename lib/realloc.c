@@ -27,8 +27,12 @@ static void *move_block(void *p, fm_block_ref_t ref, size_t request, size_t copy
     size_t old_usable = fm_block_usable(p, ref);
     size_t known = fm_track_usable(p, old_usable); /* under Valgrind: only the requested bytes */
     memcpy(q, p, copy < known ? copy : known);
-    fm_track_free(p, old_usable, ref.kind == FM_BLOCK_MEDIUM, false);
-    fm_free_classified(p, ref);
+    if (ref.kind == FM_BLOCK_LARGE) {
+        fm_track_free(p, old_usable, false, false);
+        fm_free_classified(p, ref);
+    } else {
+        fastmm_free(p); /* into this thread's cache when it takes it, as a free() would */
+    }
     return q;
 }
 

@@ -31,8 +31,11 @@ static void size_spans(fm_small_manager_t *m)
     m->optimal_span_size = (uint32_t)fm_medium_round_request(target / bs * bs + span_overhead);
 }
 
+uintptr_t fm_small_seal_key;
+
 void fm_small_init(void)
 {
+    fm_small_seal_key = fm_os_random_word() | 1u;
     for (unsigned a = 0; a < FM_SMALL_ARENAS; a++)
         for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++) {
             fm_small_manager_t *m = &fm_small_managers[a][c];
@@ -101,6 +104,7 @@ static void release_span_locked(fm_small_manager_t *m, fm_small_span_t *s)
     }
     fm_medium_header_t *h = fm_medium_header_of(s);
     fm_track_internal(s, fm_medium_block_size(s) - FM_MEDIUM_HEADER); /* no block's slack is inaccessible now */
+    fm_store_relaxed(&s->seal, 0); /* a stale pointer into this memory must not pass for a block */
     fm_store_relaxed(&h->is_small_span, 0);
     fm_flags_set(s, fm_flags_get(s) | FM_FLAG_FREE);
     fm_medium_free(s);
@@ -182,6 +186,10 @@ static void *new_span_locked(fm_small_manager_t *m)
     s->in_partial_list = 0;
     s->total_blocks = (uint32_t)blocks;
     fm_store_relaxed(&s->blocks_in_use, (uint32_t)blocks); /* unfed blocks count as in use */
+    s->reciprocal = m->reciprocal;
+    s->block_size = m->block_size;
+    s->class_index = (uint8_t)m->class_index;
+    fm_store_relaxed(&s->seal, fm_small_seal_of(s));
     /* Until the feed hands a block out its flag word says "free": the span's memory may hold
      * anything (an earlier block's user data), and free() must never take an unfed block for a
      * live one (it would be handed out twice). */

@@ -1,5 +1,5 @@
 /*
- * tcache.c - a per-thread cache of free small blocks in front of the small-block arenas.
+ * tcache.c - a per-thread cache of free small and medium blocks in front of the arenas.
  *
  * FastMM5 has no thread affinity: every small allocation takes an arena lock (an atomic exchange)
  * and every free takes one too. A per-thread stack of free blocks per size class removes both
@@ -7,11 +7,17 @@
  * half a stack), which is where FastMM5's arenas, pending-free lists and span management do
  * their work, unchanged.
  *
- * Cached blocks stay what FastMM5 calls pending frees: flagged FREE, still counted in their
- * span's blocks_in_use, so a span is never released under a cached block, double frees are still
- * caught by the FREE bit, and walkers count them as allocated (as FastMM5 counts pending frees).
- * A thread's cache is flushed when the thread exits, by malloc_trim and by
- * fastmm_process_pending_frees from that thread.
+ * Medium blocks up to 68416 bytes are cached the same way, one stack per medium bin (a request
+ * is rounded to a bin size, so a block freed from bin b serves the next request for bin b),
+ * with at most 256 KiB per thread: a medium allocation and free otherwise pay for the bin
+ * search, the split and the merge with the neighbours every time.
+ *
+ * Cached blocks stay what FastMM5 calls pending frees: flagged FREE, still counted as in use by
+ * their span (a small span's blocks_in_use, a medium span's in-use bit), so a span is never
+ * released under a cached block, double frees are still caught by the FREE bit, and walkers and
+ * leak checks see them as FastMM5 shows its pending frees. A thread's cache is flushed when the
+ * thread exits, by malloc_trim and fastmm_process_pending_frees from that thread, and (its
+ * medium part) when a medium request cannot be met.
  */
 #include "internal.h"
 
@@ -51,18 +57,69 @@ static void flush_bin(fm_tcache_bin_t *bin, unsigned keep)
     fm_small_free_chain(chain);
 }
 
+/* Medium blocks go back one by one: fm_medium_free merges each with its free neighbours. */
+static void flush_medium(fm_tcache_t *tc)
+{
+    for (unsigned b = 0; b < FM_TCACHE_MEDIUM_BINS && tc->medium_bytes != 0; b++)
+        while (tc->medium[b] != NULL) {
+            void *p = tc->medium[b];
+            tc->medium[b] = *(void **)p;
+            tc->medium_bytes -= fm_medium_block_size(p);
+            fm_medium_free(p);
+        }
+}
+
 static void flush_all(fm_tcache_t *tc)
 {
     for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++)
         flush_bin(&tc->bins[c], 0);
+    flush_medium(tc);
 }
+
+/* ---- the caches themselves: a pool mapped from the OS, outside the heap ----
+ * Not heap blocks: a stray free() of a pointer that happens to land on a thread's cache must be
+ * refused as foreign, not take the cache apart. Freed caches are reused by later threads; the
+ * pool only grows (by 64 KiB, about 20 caches), as far as the most threads alive at once. */
+
+static fm_lock_t pool_lock;
+static fm_tcache_t *pool_free; /* linked through bins[0].head */
+
+static fm_tcache_t *pool_take(void)
+{
+    fm_lock_wait(&pool_lock);
+    if (pool_free == NULL) {
+        char *chunk = fm_os_map(FM_OS_CHUNK);
+        for (size_t off = 0; chunk != NULL && off + sizeof(fm_tcache_t) <= FM_OS_CHUNK; off += sizeof(fm_tcache_t)) {
+            fm_tcache_t *t = (fm_tcache_t *)(chunk + off);
+            t->bins[0].head = pool_free;
+            pool_free = t;
+        }
+    }
+    fm_tcache_t *tc = pool_free;
+    if (tc != NULL)
+        pool_free = tc->bins[0].head;
+    fm_lock_release(&pool_lock);
+    return tc;
+}
+
+static void pool_give_back(fm_tcache_t *tc)
+{
+    fm_lock_wait(&pool_lock);
+    tc->bins[0].head = pool_free;
+    pool_free = tc;
+    fm_lock_release(&pool_lock);
+}
+
+/* fork: the child must not inherit the pool lock held by another thread */
+void fm_tcache_fork_lock(void) { fm_lock_wait(&pool_lock); }
+void fm_tcache_fork_unlock(void) { fm_lock_release(&pool_lock); }
 
 static void at_thread_exit(void *arg)
 {
     fm_tcache_t *tc = arg;
     fm_tcache_current = TC_OFF; /* later frees in this thread go straight to the arenas */
     flush_all(tc);
-    fastmm_free(tc);
+    pool_give_back(tc);
 }
 
 /* pthread_key_create does not allocate; it must exist before any cache does. */
@@ -77,14 +134,16 @@ static fm_tcache_t *create(void)
     if (!fm_load_acquire(&key_ready))
         return NULL;
     fm_tcache_current = TC_OFF; /* anything allocated meanwhile bypasses the cache */
-    fm_tcache_t *tc = fm_small_alloc(fm_small_class_of(sizeof(fm_tcache_t)));
+    fm_tcache_t *tc = pool_take();
     if (tc == NULL)
         return NULL;
-    fm_track_internal(tc, sizeof *tc);
     for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++)
         tc->bins[c] = (fm_tcache_bin_t){NULL, 0};
+    tc->medium_bytes = 0;
+    for (unsigned b = 0; b < FM_TCACHE_MEDIUM_BINS; b++)
+        tc->medium[b] = NULL;
     if (pthread_setspecific(exit_key, tc) != 0) {
-        fastmm_free(tc);
+        pool_give_back(tc);
         return NULL;
     }
     fm_tcache_current = tc;
@@ -125,4 +184,47 @@ void fm_tcache_flush_current(void)
     fm_tcache_t *tc = fm_tcache_current;
     if (tc != TC_NONE && tc != TC_OFF)
         flush_all(tc);
+}
+
+/* A block for a request rounded to block_size (a bin size), from this thread's stack for that
+ * bin; its blocks are all at least that big. */
+void *fm_tcache_medium_take(size_t block_size)
+{
+    fm_tcache_t *tc = fm_tcache_current;
+    if (FM_UNLIKELY(tc == TC_NONE))
+        tc = create(); /* a thread whose first request is a medium one */
+    unsigned b = fm_medium_bin_of(block_size);
+    if (!FM_TCACHE_USABLE(tc) || b >= FM_TCACHE_MEDIUM_BINS || tc->medium[b] == NULL)
+        return NULL;
+    void *p = tc->medium[b];
+    tc->medium[b] = *(void **)p;
+    tc->medium_bytes -= fm_medium_block_size(p);
+    fm_flags_set(p, fm_flags_get(p) & ~FM_FLAG_FREE);
+    return p;
+}
+
+/* Keeps a freed plain medium block (already flagged FREE) for this thread's next request of its
+ * bin. Over the byte budget the whole medium part is flushed first (the older blocks). */
+bool fm_tcache_medium_put(void *p, size_t block_size)
+{
+    fm_tcache_t *tc = fm_tcache_current;
+    unsigned b = fm_medium_bin_of(block_size);
+    if (!FM_TCACHE_USABLE(tc) || b >= FM_TCACHE_MEDIUM_BINS)
+        return false;
+    if (tc->medium_bytes + block_size > FM_TCACHE_MEDIUM_BYTES)
+        flush_medium(tc);
+    *(void **)p = tc->medium[b];
+    tc->medium[b] = p;
+    tc->medium_bytes += block_size;
+    return true;
+}
+
+/* Before a medium request is refused: the cached blocks may merge into what it needs. */
+bool fm_tcache_medium_release(void)
+{
+    fm_tcache_t *tc = fm_tcache_current;
+    if (!FM_TCACHE_USABLE(tc) || tc->medium_bytes == 0)
+        return false;
+    flush_medium(tc);
+    return true;
 }

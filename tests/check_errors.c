@@ -280,7 +280,7 @@ enum bad_kind {
     BAD_LARGE_INTERIOR,   /* p + 4096 of a live large block */
     BAD_FREED_SMALL,      /* a small block already freed (a neighbour keeps its span alive) */
     BAD_FREED_MEDIUM,     /* a medium block already freed (a neighbour stays live) */
-    BAD_FREED_LARGE,      /* a large block already freed (and unmapped) */
+    BAD_FREED_LARGE,      /* a large block already freed (its mapping retained for reuse) */
     BAD_MMAP_START,       /* the first byte of an mmap()ed region */
     BAD_MMAP_INNER,       /* an address 64 bytes into an mmap()ed region */
     BAD_KIND_COUNT
@@ -511,6 +511,88 @@ static int make_tmp(char *path, size_t cap)
     return fd;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Freed blocks the allocator keeps: this thread's medium cache and the retained large mappings  */
+/* ------------------------------------------------------------------------------------------ */
+
+static const size_t kept_sizes[] = {4000, 60000, (size_t)1 << 20};
+static const char *const kept_names[] = {"medium (thread cache)", "medium, 60000 B (thread cache)",
+                                         "large (retained mapping)"};
+
+/* Guards the blocks libfastmm5 keeps after free (a medium block in this thread's cache, a large
+ * block's retained mapping): a second free of one is reported as INVALID_POINTER naming it, and
+ * it is not kept twice: the next allocation of that size gets it back once, the one after that
+ * a different block. */
+START_TEST(test_double_free_of_kept_block)
+{
+    size_t n = kept_sizes[_i];
+    const char *name = kept_names[_i];
+    malloc_trim(0); /* no mapping retained by earlier tests may be the better fit */
+    void *p = malloc(n);
+    ck_assert_ptr_nonnull(p);
+    free(launder_ptr(p));
+    reset_events();
+    free(launder_ptr(p));
+    assert_event(1, p, "free", name);
+    REQUIRE(strcasestr(ev_text, "already freed") != NULL, "%s: the report does not say already freed: \"%.300s\"",
+            name, ev_text);
+    void *q = malloc(n);
+    void *r = malloc(n);
+    REQUIRE(q == p, "%s: the freed block %p was not reused (got %p): the test no longer covers a kept block", name, p,
+            q);
+    REQUIRE(r != q, "%s: a double-freed block was kept twice and handed out twice (%p)", name, r);
+    free(q);
+    free(r);
+    REQUIRE(ev_count == 1, "%s: %d events after the valid calls", name, ev_count);
+}
+END_TEST
+
+/* Guards calloc on a retained large mapping: it is zeroed although it is not fresh from mmap. */
+START_TEST(test_calloc_zeroes_retained_mapping)
+{
+    size_t n = (size_t)3 << 19; /* 1.5 MiB */
+    malloc_trim(0);
+    unsigned char *p = malloc(n);
+    ck_assert_ptr_nonnull(p);
+    memset(p, 0xab, n);
+    escape(p);
+    free(launder_ptr(p));
+    unsigned char *q = calloc(1, n - 4096);
+    ck_assert_ptr_eq(q, p); /* the retained mapping: otherwise the test proves nothing */
+    for (size_t i = 0; i < n - 4096; i++)
+        REQUIRE(q[i] == 0, "calloc on a retained mapping: byte %zu is %#x", i, q[i]);
+    free(q);
+    ck_assert_int_eq(ev_count, 0);
+}
+END_TEST
+
+/* Guards the retention limits: malloc_trim gives retained mappings back to the OS, and in debug
+ * mode a freed large block is not retained at all (its pages are unmapped, so that a use after
+ * free faults). */
+START_TEST(test_retained_mappings_released)
+{
+    size_t n = (size_t)4 << 20;
+    void *p = malloc(n);
+    ck_assert_ptr_nonnull(p);
+    free(launder_ptr(p));
+    size_t before = fastmm_os_memory();
+    ck_assert_int_eq(malloc_trim(0), 1);
+    size_t after = fastmm_os_memory();
+    ck_assert_msg(after + n <= before, "malloc_trim kept the retained mapping: OS memory %zu -> %zu", before, after);
+
+    fastmm_debug_enter();
+    p = malloc(n);
+    ck_assert_ptr_nonnull(p);
+    before = fastmm_os_memory();
+    free(launder_ptr(p));
+    after = fastmm_os_memory();
+    fastmm_debug_exit();
+    ck_assert_msg(after + n <= before, "a large block freed in debug mode stayed mapped: OS memory %zu -> %zu",
+                  before, after);
+    ck_assert_int_eq(ev_count, 0);
+}
+END_TEST
+
 /* Guards fastmm_set_event_handler(NULL, ...): the default handler comes back (ours is no longer
  * called) and the report still goes to standard error. */
 START_TEST(test_handler_null_restores_default)
@@ -631,6 +713,9 @@ Suite *suite_errors(void)
     tcase_set_timeout(tc, TEST_TIMEOUT);
     tcase_add_checked_fixture(tc, continue_setup, continue_teardown);
     tcase_add_loop_test(tc, test_invalid_pointer_continue, 0, BAD_KIND_COUNT);
+    tcase_add_loop_test(tc, test_double_free_of_kept_block, 0, (int)(sizeof kept_sizes / sizeof kept_sizes[0]));
+    tcase_add_test(tc, test_calloc_zeroes_retained_mapping);
+    tcase_add_test(tc, test_retained_mappings_released);
     tcase_add_test(tc, test_handler_null_restores_default);
     tcase_add_test(tc, test_event_log_file);
     suite_add_tcase(s, tc);

@@ -487,7 +487,9 @@ static const char *const call_names[] = {"fastmm_free", "fastmm_realloc", "fastm
 
 /* What the library documents for each kind of pointer (lib/api.c, lib/debug.c):
  *   KIND_INVALID     not a block start (interior, unaligned, stack, static, code, foreign mmap), or
- *                    a normal block freed a moment ago: INVALID_POINTER from every call.
+ *                    a normal block freed a moment ago: INVALID_POINTER from every call (where
+ *                    the memory is gone and a large debug block lived there before, the library
+ *                    may name that one's double free instead).
  *   KIND_FREED_DEBUG a debug block freed a moment ago: free gives DOUBLE_FREE, realloc
  *                    REALLOC_OF_FREED_BLOCK, usable_size INVALID_POINTER; when its memory has
  *                    gone back to the OS (a small or medium block whose span was released, with
@@ -515,8 +517,10 @@ static unsigned allowed_events(enum kind kind, enum call call, const void *q)
     switch (kind) {
     case KIND_INVALID:
         /* A normal large block freed where a large debug block lived: the library's ring of freed
-         * large debug blocks names it a double free (of that block). */
-        return in_debug_large_ring(q) ? invalid | freed : invalid;
+         * large debug blocks names it a double free (of that block). This model's ring counts
+         * more blocks than the library's (every debug block that might be large), so it forgets
+         * sooner: once the memory is unmapped, the library may still remember. */
+        return in_debug_large_ring(q) || !mapped(q) ? invalid | freed : invalid;
     case KIND_FREED_DEBUG:
         if (!mapped((const char *)q - 64) || !mapped(q))
             return invalid | freed;
