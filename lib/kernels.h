@@ -43,5 +43,10 @@ void fm_fill_sse2(void *p, uint8_t byte, size_t n);
 void fm_copy_sse2(void *dst, const void *src, size_t n);
 /* True when the assembly kernels are built in and this CPU can run them. */
 bool fm_kernels_asm_usable(void);
+/* x86_64 only: the AVX2 freed-block check (asm/x86_64/check_fill_avx2.S, n >= 32), installed
+ * instead of the SSE2 one where fm_kernels_avx2_usable() (cpuid AVX2, and xgetbv: the OS saves
+ * the 256-bit registers). */
+bool fm_check_fill_avx2(const void *p, uint8_t byte, size_t n);
+bool fm_kernels_avx2_usable(void);
 
 #endif

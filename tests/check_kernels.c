@@ -91,13 +91,17 @@ static bool verdicts_agree(const unsigned char *p, uint8_t byte, size_t n, bool 
     bool ref = byte_loop(p, byte, n);
     bool c = fm_check_fill_c(p, byte, n);
     bool k = fm_kernels.check_fill(p, byte, n);
-    bool s = ref;
+    bool s = ref, v = ref;
 #if defined(FASTMM_HAVE_ASM)
     if (n >= 16 && asm_usable())
         s = fm_check_fill_sse2(p, byte, n);
 #endif
+#if defined(FASTMM_ASM_X86_64)
+    if (n >= 32 && fm_kernels_avx2_usable())
+        v = fm_check_fill_avx2(p, byte, n);
+#endif
     *verdict = ref;
-    return c == ref && k == ref && s == ref;
+    return c == ref && k == ref && s == ref && v == ref;
 }
 
 static void check_fill_all(uint8_t byte, bool exact)
@@ -235,6 +239,11 @@ START_TEST(selection)
     if (asm_usable()) {
         ck_assert_msg(strncmp(fm_kernels_name(), "SSE2", 4) == 0, "%s", fm_kernels_name());
         ck_assert(fm_kernels.check_fill != fm_check_fill_c);
+#if defined(FASTMM_ASM_X86_64)
+        /* the AVX2 check exactly where the CPU and the OS can run it */
+        ck_assert_msg((strstr(fm_kernels_name(), "AVX2") != NULL) == fm_kernels_avx2_usable(), "%s",
+                      fm_kernels_name());
+#endif
     } else {
         ck_assert_msg(strncmp(fm_kernels_name(), "portable C", 10) == 0, "%s", fm_kernels_name());
         ck_assert(fm_kernels.check_fill == fm_check_fill_c);
