@@ -31,7 +31,7 @@
  * left, calls malloc_trim(0), and checks:
  *   1. no content, alignment, usable-size or allocation error;
  *   2. peak OS memory (libfastmm5's own high-water mark, malloc_info's "max", and the samples)
- *      <= the bound: live cap x 1.5 + 72 MiB in normal mode, three times that in debug mode
+ *      <= the bound: live cap x 1.5 + 96 MiB in normal mode, three times that in debug mode
  *      (FASTMM5_DEBUG=1), or --max-os-mb; bench/README.md says how they were measured;
  *   3. OS memory after the trim <= OS memory at the start + 8 MiB, or + twice the live cap in
  *      debug mode with the never-free-small-spans option (the default: kept empty small spans
@@ -663,7 +663,7 @@ static void usage(FILE *f)
             "      --live-mb M            cap on the requested bytes of live blocks (default 64)\n"
             "      --report-every S       seconds between progress lines (default 1; 0: none)\n"
             "      --trim-every S         malloc_trim(0) while the workers run, every S seconds (default 5; 0: never)\n"
-            "      --max-os-mb M          peak OS memory bound (default: live x 1.5 + 72; debug mode: 3 times that)\n"
+            "      --max-os-mb M          peak OS memory bound (default: live x 1.5 + 96; debug mode: 3 times that)\n"
             "      --final-tolerance-mb M OS memory after the final trim may exceed the start by M (default 8;\n"
             "                             debug mode keeping empty small spans: twice the live cap)\n"
             "      --leak-test            self-test: forget freed blocks up to the bound (the memory checks must fail)\n"
@@ -757,9 +757,9 @@ int main(int argc, char **argv)
     /* The bounds (bench/README.md, "The soak test", says how they were measured). */
     bool debug = fastmm_debug_active();
     bool keeps_small_spans = debug && (fastmm_debug_options() & FASTMM_DEBUG_NEVER_FREE_SMALL_SPANS) != 0;
-    /* + 24 MiB: the freed large mappings libfastmm5 keeps for reuse (16) and the spare chunks
-     * reused ones may carry (8), its two budgets (lib/large.c) */
-    size_t normal_bound = opt.live_cap * 3 / 2 + 48 * MIB + 24 * MIB;
+    /* + 48 MiB: the freed large mappings libfastmm5 keeps for reuse (32) and the spare chunks
+     * reused ones may carry (16), its two budgets (lib/large.c) */
+    size_t normal_bound = opt.live_cap * 3 / 2 + 48 * MIB + 48 * MIB;
     size_t bound = opt.max_os != 0 ? opt.max_os : debug ? 3 * normal_bound : normal_bound;
     size_t tolerance = opt.final_tolerance != SIZE_MAX ? opt.final_tolerance
                        : keeps_small_spans             ? 2 * opt.live_cap

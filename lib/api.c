@@ -253,7 +253,8 @@ static FM_NOINLINE void free_slow(void *p, fm_block_ref_t ref)
  * A live plain small block of medium span ms, in a few loads: its flag word says small, in use,
  * not debug; the span header it names lies inside ms and carries the seal (its address xor the
  * process's random key, cleared when the span is released); and the pointer sits exactly on a
- * block of that span. A pointer that fails any test is not refused here: it takes the full
+ * block of that span that the feed has handed out (the flag word of a block below fed_floor was
+ * never written: it is whatever the memory held). A pointer that fails any test is not refused here: it takes the full
  * classification (classify()), which finds the right report. Returns the span, or NULL.
  */
 FM_INLINE fm_small_span_t *live_small_block(const void *p, const fm_medium_span_t *ms)
@@ -270,7 +271,8 @@ FM_INLINE fm_small_span_t *live_small_block(const void *p, const fm_medium_span_
         return NULL;
     uint64_t offset = (uintptr_t)p - (uintptr_t)s - FM_SMALL_SPAN_HEADER; /* p >= s + 64: s <= p & ~63 */
     uint64_t index = (offset * s->reciprocal) >> 32;
-    if (offset >= FM_MEDIUM_MAX_SPAN || index * s->block_size != offset || index >= s->total_blocks)
+    if (offset >= FM_MEDIUM_MAX_SPAN || index * s->block_size != offset || index >= s->total_blocks ||
+        !fm_small_is_fed(s, p))
         return NULL;
     return s;
 }

@@ -149,6 +149,11 @@ void fm_small_free_chain(void *chain); /* blocks already flagged FREE */
 bool fm_small_validate(const void *p, fm_medium_span_t *medium_span, fm_small_span_t **span_out);
 FM_INLINE size_t fm_small_usable(const fm_small_span_t *span) { return (size_t)span->block_size - 2u; }
 extern uintptr_t fm_small_seal_key;
+/* Whether the feed has handed out block p of span s (else its flag word was never written). */
+FM_INLINE bool fm_small_is_fed(const fm_small_span_t *s, const void *p)
+{
+    return (uintptr_t)p - (uintptr_t)s >= fm_load_relaxed(&s->fed_floor);
+}
 FM_INLINE uintptr_t fm_small_seal_of(const fm_small_span_t *span) { return (uintptr_t)span ^ fm_small_seal_key; }
 bool fm_small_drain_all(void);
 void fm_small_trim(void);

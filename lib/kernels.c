@@ -30,6 +30,7 @@
 #endif
 
 fm_kernels_t fm_kernels;
+bool fm_kernels_avx2_disabled;
 static const char *kernels_name = "portable C";
 
 /*
@@ -141,9 +142,9 @@ bool fm_kernels_asm_usable(void)
 #endif
 }
 
-bool fm_kernels_avx2_usable(void)
-{
 #if defined(FASTMM_ASM_X86_64)
+static bool avx2_probe(void)
+{
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE) || !(c & bit_AVX))
         return false;
@@ -152,6 +153,20 @@ bool fm_kernels_avx2_usable(void)
     if ((lo & 6u) != 6u)
         return false;
     return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_AVX2);
+}
+#endif
+
+/* Asked once: cpuid traps to the hypervisor on a virtual machine (microseconds each). */
+bool fm_kernels_avx2_usable(void)
+{
+#if defined(FASTMM_ASM_X86_64)
+    static int known = -1;
+    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (k < 0) {
+        k = avx2_probe();
+        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
+    }
+    return k != 0;
 #else
     return false;
 #endif
@@ -174,9 +189,9 @@ void fm_kernels_init(bool disable_asm)
         name = "SSE2 (i386, cpuid)";
 #else
         name = "SSE2 (x86_64)";
-        if (fm_kernels_avx2_usable()) {
+        if (fm_kernels_avx2_usable() && !fm_kernels_avx2_disabled) {
             k.check_fill = check_fill_asm_avx2;
-            name = "SSE2 (x86_64), AVX2 freed-block check";
+            name = "SSE2 (x86_64; AVX2 freed-block check)";
         }
 #endif
     }

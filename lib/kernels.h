@@ -48,5 +48,8 @@ bool fm_kernels_asm_usable(void);
  * the 256-bit registers). */
 bool fm_check_fill_avx2(const void *p, uint8_t byte, size_t n);
 bool fm_kernels_avx2_usable(void);
+/* FASTMM5_DISABLE_AVX2=1 (read by the options module): keep the SSE2 check on an AVX2 CPU, so
+ * that the tests and benchmarks can run either. */
+extern bool fm_kernels_avx2_disabled;
 
 #endif

@@ -9,10 +9,10 @@
  * moves the pages to a new address without copying them.
  *
  * Retained mappings (not in FastMM5, which gives every freed large block back at once): the
- * last few freed mappings, up to 8 and 16 MiB, are kept, flagged FREE and still in the ownership
+ * last few freed mappings, up to 16 and 32 MiB, are kept, flagged FREE and still in the ownership
  * map, and the next large request that fits takes the smallest one. Its chunks beyond what a
  * fresh mapping would have are kept as spare (spare_chunks) while all live blocks' spare stays
- * under 8 MiB (else they are unmapped): the usable size stays FastMM5's, and a later realloc
+ * under 16 MiB (else they are unmapped): the usable size stays FastMM5's, and a later realloc
  * grows into them without a system call or a page fault.
  * A program that allocates and frees large blocks in a loop then pays no mmap, munmap, page
  * faults or TLB shootdowns each time, which is what glibc gets by serving such sizes from its
@@ -58,8 +58,8 @@ static void unmap_block(fm_large_header_t *h)
 
 static void drop_spare(fm_large_header_t *h, size_t keep);
 
-#define RETAIN_COUNT 8
-#define RETAIN_BYTES ((size_t)16 << 20)
+#define RETAIN_COUNT 16
+#define RETAIN_BYTES ((size_t)32 << 20)
 
 static fm_lock_t retain_lock;
 static fm_large_header_t *retained[RETAIN_COUNT]; /* oldest first */
@@ -94,8 +94,8 @@ static void release(fm_large_header_t *h)
 }
 
 /* Spare chunks of live blocks, all together, stay under a budget: the OS memory they hold is
- * bounded (retained + spare <= 24 MiB) however many small requests take big mappings. */
-#define SPARE_BUDGET ((size_t)8 << 20)
+ * bounded (retained + spare <= 48 MiB) however many small requests take big mappings. */
+#define SPARE_BUDGET ((size_t)16 << 20)
 static size_t spare_bytes;
 
 static bool add_spare(fm_large_header_t *h, size_t bytes)

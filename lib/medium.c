@@ -64,7 +64,7 @@ static void bin_insert(fm_medium_manager_t *m, void *p, size_t size)
         head->prev = b;
     } else {
         m->bin_bitmaps[bin / 32] |= 1u << (bin % 32);
-        fm_store_relaxed(&m->group_bitmap, m->group_bitmap | 1u << (bin / 32)); /* see worth_locking */
+        fm_store_relaxed(&m->group_bitmap, m->group_bitmap | 1u << (bin / 32)); /* see may_fit */
     }
     m->bins[bin] = b;
 }
@@ -354,13 +354,12 @@ static void *take_from_new_span(fm_medium_manager_t *m, size_t size)
 
 /* ---- allocation: FastMM5's attempts across arenas ---- */
 
-static bool worth_locking(const fm_medium_manager_t *m, unsigned min_bin)
+/* Whether the arena may hold a fitting block: a racy peek at its pending stack and bitmaps (a
+ * wrong guess only costs a lock). */
+static bool may_fit(const fm_medium_manager_t *m, unsigned min_bin)
 {
-    if (fm_load_relaxed(&m->lock) != 0)
-        return false;
     if (fm_load_relaxed(&m->pending) != NULL)
         return true;
-    /* a racy peek at the bitmaps: a wrong guess only costs a lock */
     uint32_t groups = fm_load_relaxed(&m->group_bitmap);
     return min_bin < FM_MEDIUM_BIN_COUNT && (groups >> (min_bin / 32)) != 0;
 }
@@ -385,15 +384,31 @@ static fm_medium_manager_t *alloc_locked(size_t size, void **out)
 {
     unsigned min_bin = min_bin_for(size);
     bool oom = false;
+    unsigned waits = 0;
     for (;;) {
         /* Attempt 1: an arena that already holds a fitting free block (touches no new memory). */
+        bool fit_busy = false;
         for (unsigned a = 0; a < FM_MEDIUM_ARENAS; a++) {
             fm_medium_manager_t *m = &fm_medium_managers[a];
-            if (worth_locking(m, min_bin) && fm_lock_try(&m->lock)) {
+            if (!may_fit(m, min_bin))
+                continue;
+            if (fm_lock_try(&m->lock)) {
                 if ((*out = alloc_in_locked(m, size, false, &oom)) != NULL)
                     return m;
                 fm_lock_release(&m->lock);
+            } else {
+                fit_busy = true;
             }
+        }
+        /* A fitting block behind a lock held for a moment is worth a short wait: mapping a new
+         * span instead (page faults on every page touched) costs far more, and the span is
+         * given back as soon as it empties again (with two threads on a medium size sweep,
+         * 375 mappings per run without this wait). */
+        if (fit_busy && waits < 16) {
+            waits++;
+            fm_add_relaxed(&contention, 1);
+            fm_os_yield();
+            continue;
         }
         /* Attempt 2: any unlocked arena, carving new space if it must. */
         for (unsigned a = 0; a < FM_MEDIUM_ARENAS; a++) {

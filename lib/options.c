@@ -16,6 +16,7 @@ fm_options_t fm_options = {.strategy = FM_STRATEGY_BALANCED};
 static const char *const known_names[] = {
     "FASTMM5_STATS", "FASTMM5_ON_ERROR", "FASTMM5_LOG", "FASTMM5_STRATEGY", "FASTMM5_VERBOSE",
     "FASTMM5_DEBUG", "FASTMM5_STACK_DEPTH", "FASTMM5_REPORT_LEAKS", "FASTMM5_DISABLE_ASM",
+    "FASTMM5_DISABLE_AVX2",
     "FASTMM5_VALGRIND_SLACK", "FASTMM5_ERASE", "FASTMM5_DEBUG_OPTIONS",
     "FASTMM5_LIB", /* read by tools/fastmm5-stats, not by the library */
     "FASTMM5_MEMORY_LIMIT", "FASTMM5_MIN_ALIGNMENT",
@@ -261,6 +262,7 @@ bool fm_options_init(void)
     read_min_alignment();
     parse_bool("FASTMM5_VERBOSE", fm_os_getenv("FASTMM5_VERBOSE"), &fm_options.verbose);
     parse_bool("FASTMM5_DISABLE_ASM", fm_os_getenv("FASTMM5_DISABLE_ASM"), &fm_options.disable_asm);
+    parse_bool("FASTMM5_DISABLE_AVX2", fm_os_getenv("FASTMM5_DISABLE_AVX2"), &fm_kernels_avx2_disabled);
     parse_bool("FASTMM5_DEBUG", fm_os_getenv("FASTMM5_DEBUG"), &fm_options.debug_at_start);
     parse_bool("FASTMM5_REPORT_LEAKS", fm_os_getenv("FASTMM5_REPORT_LEAKS"), &fm_options.report_leaks);
     read_stack_depth();

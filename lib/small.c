@@ -155,6 +155,17 @@ static void *take_locked(fm_small_manager_t *m)
     return b;
 }
 
+/* The feed has handed out the blocks from `offset` up. Feeds of one span may finish out of order
+ * (two threads, two compare-and-swaps): the floor only ever moves down. Sequenced before the
+ * block is returned, so whoever frees it sees the floor at or below it. */
+static void lower_fed_floor(fm_small_span_t *s, uint32_t offset)
+{
+    uint32_t old = fm_load_relaxed(&s->fed_floor);
+    while (offset < old && !__atomic_compare_exchange_n(&s->fed_floor, &old, offset, true, __ATOMIC_RELAXED,
+                                                        __ATOMIC_RELAXED))
+        ;
+}
+
 /* Lock-free: claim the next block below the last one fed by moving the offset down. */
 static void *feed_try(fm_small_manager_t *m)
 {
@@ -167,6 +178,7 @@ static void *feed_try(fm_small_manager_t *m)
         uint32_t next = offset - m->block_size;
         if (fm_cas_acq_rel(&m->feed, &old, FEED_PACK(FEED_ABA(old) + 1, next))) {
             void *b = (char *)s + next;
+            lower_fed_floor(s, next);
             fm_flags_set(b, flags_for(s, b));
             return b;
         }
@@ -190,14 +202,11 @@ static void *new_span_locked(fm_small_manager_t *m)
     s->block_size = m->block_size;
     s->class_index = (uint8_t)m->class_index;
     fm_store_relaxed(&s->seal, fm_small_seal_of(s));
-    /* Until the feed hands a block out its flag word says "free": the span's memory may hold
-     * anything (an earlier block's user data), and free() must never take an unfed block for a
-     * live one (it would be handed out twice). */
-    for (size_t i = 0; i + 1 < blocks; i++) {
-        void *u = (char *)s + FM_SMALL_SPAN_HEADER + i * m->block_size;
-        fm_flags_set(u, (uint16_t)(flags_for(s, u) | FM_FLAG_FREE));
-    }
+    /* The blocks below the top one are not touched until the feed hands them out (their pages
+     * stay unfaulted): their memory may hold anything, an earlier block's user data too, so
+     * free() must never read a flag word there - it checks fed_floor first (fm_small_is_fed). */
     uint32_t top = FM_SMALL_SPAN_HEADER + (uint32_t)((blocks - 1) * m->block_size);
+    fm_store_relaxed(&s->fed_floor, top);
     void *b = (char *)s + top;
     fm_flags_set(b, flags_for(s, b));
     /* The walker and the statistics find the span as soon as the medium manager has handed it
@@ -308,6 +317,7 @@ static unsigned feed_try_many(fm_small_manager_t *m, void **chain, unsigned want
         fm_small_span_t *s = fm_load_acquire(&m->feed_span);
         uint32_t low = offset - k * m->block_size;
         if (fm_cas_acq_rel(&m->feed, &old, FEED_PACK(FEED_ABA(old) + 1, low))) {
+            lower_fed_floor(s, low);
             for (unsigned i = 0; i < k; i++) {
                 void *b = (char *)s + low + (size_t)i * m->block_size;
                 fm_flags_set(b, flags_for(s, b) | FM_FLAG_FREE);
@@ -451,7 +461,7 @@ bool fm_small_validate(const void *p, fm_medium_span_t *ms, fm_small_span_t **sp
         return false;
     uint64_t offset = (uintptr_t)p - (uintptr_t)s - FM_SMALL_SPAN_HEADER;
     uint64_t index = (offset * m->reciprocal) >> 32;
-    if (index * m->block_size != offset || index >= s->total_blocks)
+    if (index * m->block_size != offset || index >= s->total_blocks || !fm_small_is_fed(s, p))
         return false;
     *span_out = s;
     return true;
@@ -533,7 +543,8 @@ void fm_small_trim(void)
             fm_store_release(&m->feed_span, NULL);
             m->served -= unfed;
             if (s != NULL && unfed != 0) {
-                /* the unfed blocks become ordinary free blocks of the span */
+                /* the unfed blocks become ordinary free blocks of the span (fed, from now on) */
+                lower_fed_floor(s, FM_SMALL_SPAN_HEADER);
                 for (uint32_t i = 0; i < unfed; i++) {
                     void *b = (char *)s + FM_SMALL_SPAN_HEADER + (size_t)i * m->block_size;
                     fm_flags_set(b, flags_for(s, b) | FM_FLAG_FREE);

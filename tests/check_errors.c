@@ -566,6 +566,48 @@ START_TEST(test_calloc_zeroes_retained_mapping)
 }
 END_TEST
 
+/* Guards that a block the feed of a fresh small span has not handed out yet is never taken for
+ * a live block, whatever its memory holds. The span's blocks are not written until the feed
+ * reaches them (so their pages stay unfaulted); a medium block is filled with flag words that
+ * would be valid small in-use words if a span started at its address, freed, and the next small
+ * span of the largest class is carved from it: free() of its lowest (unfed) block must be an
+ * INVALID_POINTER, and the span must keep working. Skipped (with a message) when the allocator
+ * places the span elsewhere. */
+START_TEST(test_unfed_block_refused)
+{
+    const size_t span_block = 101184 - 8; /* FastMM5's optimal span for the 2624-byte class */
+    unsigned char *m = malloc(span_block);
+    ck_assert_ptr_nonnull(m);
+    for (size_t q = 16; q < span_block; q += 16) {
+        uint16_t forged = (uint16_t)((((q & ~(size_t)63)) >> 3) | 0x0004); /* SMALL, in use */
+        memcpy(m + q - 2, &forged, 2);
+    }
+    escape(m);
+    free(launder_ptr(m));
+    void *top = malloc(2600);
+    ck_assert_ptr_nonnull(top);
+    if ((unsigned char *)top < m || (unsigned char *)top >= m + span_block) {
+        fprintf(stdout, "test_unfed_block_refused: the new span is not at the freed block; skipped\n");
+        free(top);
+        return;
+    }
+    void *unfed = launder_ptr(m + 64); /* block 0: the feed starts at the top */
+    reset_events();
+    free(unfed);
+    assert_event(1, unfed, "free", "unfed small block");
+    void *more[8];
+    for (int i = 0; i < 8; i++) {
+        more[i] = malloc(2600);
+        ck_assert_ptr_nonnull(more[i]);
+        memset(more[i], i, 2600);
+    }
+    for (int i = 0; i < 8; i++)
+        free(more[i]);
+    free(top);
+    REQUIRE(ev_count == 1, "%d events after the valid calls", ev_count);
+}
+END_TEST
+
 /* Guards the retention limits: malloc_trim gives retained mappings back to the OS, and in debug
  * mode a freed large block is not retained at all (its pages are unmapped, so that a use after
  * free faults). */
@@ -716,6 +758,7 @@ Suite *suite_errors(void)
     tcase_add_loop_test(tc, test_double_free_of_kept_block, 0, (int)(sizeof kept_sizes / sizeof kept_sizes[0]));
     tcase_add_test(tc, test_calloc_zeroes_retained_mapping);
     tcase_add_test(tc, test_retained_mappings_released);
+    tcase_add_test(tc, test_unfed_block_refused);
     tcase_add_test(tc, test_handler_null_restores_default);
     tcase_add_test(tc, test_event_log_file);
     suite_add_tcase(s, tc);

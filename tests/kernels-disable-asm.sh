@@ -1,5 +1,6 @@
 #!/bin/sh
-# kernels-disable-asm.sh - FASTMM5_DISABLE_ASM=1 forces the portable C kernels at run time.
+# kernels-disable-asm.sh - FASTMM5_DISABLE_ASM=1 forces the portable C kernels at run time
+# (and FASTMM5_DISABLE_AVX2=1 the SSE2 freed-block check on an AVX2 CPU).
 #
 #  1. tests/check_kernels, case "selection", with FASTMM5_DISABLE_ASM unset, =0 and =1: the
 #     options module reads the variable and fm_kernels_init() installs SSE2 (asm build on a
@@ -47,6 +48,19 @@ if [ -f "$so" ] && LD_PRELOAD=$so /bin/true 2>/dev/null &&
             "kernels: SSE2"*) ;;
             *) echo "FAIL: an asm build runs '$on', not SSE2"; fail=1 ;;
         esac
+        # x86_64 with AVX2 (the CPU and the OS): the AVX2 freed-block check, unless
+        # FASTMM5_DISABLE_AVX2=1 keeps the SSE2 one.
+        noavx=$(LD_PRELOAD=$so FASTMM5_VERBOSE=1 FASTMM5_DISABLE_AVX2=1 /bin/true 2>&1 | grep -o 'kernels: [^,]*')
+        echo "preload, FASTMM5_DISABLE_AVX2=1: $noavx"
+        case $noavx in
+            *AVX2*) echo "FAIL: FASTMM5_DISABLE_AVX2=1 still runs the AVX2 check"; fail=1 ;;
+        esac
+        if grep -q '^#define FASTMM_ASM_X86_64 1' "$b/config.h" && grep -qw avx2 /proc/cpuinfo 2>/dev/null; then
+            case $on in
+                *AVX2*) ;;
+                *) echo "FAIL: this CPU has AVX2 but the library runs '$on'"; fail=1 ;;
+            esac
+        fi
     fi
 else
     echo "preload part skipped (cannot preload $so into /bin/true, or no FASTMM5_VERBOSE line)"
