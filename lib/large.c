@@ -16,8 +16,9 @@
  * grows into them without a system call or a page fault.
  * A program that allocates and frees large blocks in a loop then pays no mmap, munmap, page
  * faults or TLB shootdowns each time, which is what glibc gets by serving such sizes from its
- * heap once its mmap threshold has risen. malloc_trim, a refused mapping and debug mode (where
- * a freed large block is unmapped so that a use after free faults) give them back.
+ * heap once its mmap threshold has risen. malloc_trim, a refused mapping (for a large block or
+ * a medium span) and debug mode (where a freed large block is unmapped so that a use after free
+ * faults) give them back.
  */
 #include "internal.h"
 

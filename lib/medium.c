@@ -329,6 +329,8 @@ static void *take_from_new_span(fm_medium_manager_t *m, size_t size)
     if (size > span_size - first)
         return NULL;
     fm_medium_span_t *span = fm_os_map(span_size);
+    if (span == NULL && fm_large_release_retained())
+        span = fm_os_map(span_size); /* the kept large mappings were what stood in the way */
     if (span == NULL)
         return NULL;
     if (!fm_pagemap_register(span, span_size, span, FM_REGION_MEDIUM_SPAN)) {
