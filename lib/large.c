@@ -17,8 +17,8 @@
  * A program that allocates and frees large blocks in a loop then pays no mmap, munmap, page
  * faults or TLB shootdowns each time, which is what glibc gets by serving such sizes from its
  * heap once its mmap threshold has risen. malloc_trim, a refused mapping (for a large block or
- * a medium span) and debug mode (where a freed large block is unmapped so that a use after free
- * faults) give them back.
+ * a medium span), a memory limit (none are kept under one) and debug mode (where a freed large
+ * block is unmapped so that a use after free faults) give them back.
  */
 #include "internal.h"
 
@@ -71,7 +71,7 @@ static size_t retained_bytes;
 static void release(fm_large_header_t *h)
 {
     drop_spare(h, 0);
-    if ((void *)h != h->map_base || h->map_size > RETAIN_BYTES / 2 || fm_load_relaxed(&fm_debug_on) ||
+    if ((void *)h != h->map_base || h->map_size > RETAIN_BYTES / 2 || fm_load_relaxed(&fm_debug_on) || fm_os_limit() != 0 ||
         (fm_load_relaxed(&h->flags) & FM_FLAG_DEBUG_INFO)) {
         unmap_block(h);
         return;

@@ -209,7 +209,7 @@ bool fm_tcache_medium_put(void *p, size_t block_size)
 {
     fm_tcache_t *tc = fm_tcache_current;
     unsigned b = fm_medium_bin_of(block_size);
-    if (!FM_TCACHE_USABLE(tc) || b >= FM_TCACHE_MEDIUM_BINS)
+    if (!FM_TCACHE_USABLE(tc) || b >= FM_TCACHE_MEDIUM_BINS || fm_os_limit() != 0)
         return false;
     if (tc->medium_bytes + block_size > FM_TCACHE_MEDIUM_BYTES)
         flush_medium(tc);

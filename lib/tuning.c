@@ -37,7 +37,17 @@ FM_EXPORT fastmm_strategy_t fastmm_strategy(void)
 
 /* ---- memory limit (os_linux.c keeps it, with FastMM5's grace amount) ---- */
 
-FM_EXPORT void fastmm_set_memory_limit(size_t bytes) { fm_os_set_limit(bytes); }
+/* Under a limit, memory kept only for speed (freed large mappings, this thread's cached
+ * medium blocks) is given back now and not kept any more (large.c, api.c): it would count
+ * against the limit while blocks the program asks for are refused. */
+FM_EXPORT void fastmm_set_memory_limit(size_t bytes)
+{
+    fm_os_set_limit(bytes);
+    if (bytes != 0) {
+        fm_large_release_retained();
+        fm_tcache_medium_release();
+    }
+}
 FM_EXPORT size_t fastmm_memory_limit(void) { return fm_os_limit(); }
 
 /* "<digits>[K|M|G]" (binary multiples, either case, optionally followed by "iB" or "B"). */
