@@ -304,8 +304,12 @@ static FM_NOINLINE void find_cacheable_quietly(const void *p, const fm_medium_sp
     fm_track_quiet(false);
 }
 
-/* Whether p's flag word, if p is inside this heap far enough for it to be read, marks a debug
- * block's user pointer: then debug.c classifies it first (one full classification saved). */
+/* Whether p's flag word, if p is inside this heap far enough for it to be read, is a debug
+ * block's own (DEBUG_BLOCK, maybe FREE, nothing else): then debug.c classifies it first (one full
+ * classification saved). The exact value matters: a plain small block's flag word carries its
+ * span offset in the same bits, and sending one to debug.c would make it read the word before
+ * the would-be debug header, which is inside the neighbouring block, perhaps another thread's
+ * (a harmless but real data race; ThreadSanitizer saw it in tests/tsan.sh). */
 FM_INLINE bool looks_like_debug_block(const void *p)
 {
     uintptr_t entry = fm_pagemap_lookup(p);
@@ -313,7 +317,7 @@ FM_INLINE bool looks_like_debug_block(const void *p)
     size_t floor = (entry & FM_REGION_TYPE_MASK) == FM_REGION_MEDIUM_SPAN
                        ? ((const fm_medium_span_t *)owner)->first_block + 64u
                        : FM_LARGE_HEADER + 64u;
-    return entry != 0 && (uintptr_t)p >= (uintptr_t)owner + floor && (fm_flags_get(p) & FM_FLAG_DEBUG_BLOCK) != 0;
+    return entry != 0 && (uintptr_t)p >= (uintptr_t)owner + floor && (fm_flags_get(p) & ~FM_FLAG_FREE) == FM_FLAG_DEBUG_BLOCK;
 }
 
 /* The same under memcheck, where the word read may be a user's uninitialised byte. */

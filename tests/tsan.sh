@@ -35,9 +35,13 @@ fi
 make -j"${JOBS:-2}" lib/libfastmm5.la tests/thread-stress > make.log 2>&1 || { tail -40 make.log; exit 1; }
 
 export TSAN_OPTIONS="suppressions=$src/tests/tsan.supp history_size=7 halt_on_error=1 exitcode=66"
-echo "TSAN_OPTIONS=$TSAN_OPTIONS"
-echo "--- kernels as configured"
-tests/thread-stress "$seconds"
-echo "--- portable C kernels (FASTMM5_DISABLE_ASM=1)"
-FASTMM5_DISABLE_ASM=1 tests/thread-stress "$seconds"
+# The runs' output is kept in tests/tsan-run.log too: .ci/run prints a failed step's tests/*.log
+# last, so a race report is the end of the CI log, not lost above the other builds' logs.
+mkdir -p tests
+: > tests/tsan-run.log
+echo "TSAN_OPTIONS=$TSAN_OPTIONS" | tee -a tests/tsan-run.log
+echo "--- kernels as configured" | tee -a tests/tsan-run.log
+tests/thread-stress "$seconds" 2>&1 | tee -a tests/tsan-run.log
+echo "--- portable C kernels (FASTMM5_DISABLE_ASM=1)" | tee -a tests/tsan-run.log
+FASTMM5_DISABLE_ASM=1 tests/thread-stress "$seconds" 2>&1 | tee -a tests/tsan-run.log
 echo "PASS: no data race reported by ThreadSanitizer"
