@@ -282,8 +282,11 @@ bool fm_debug_free_block(void *p); /* false: p is no debug block (nothing done) 
 void *fm_debug_realloc_or_report(void *p, fm_block_ref_t plain_ref, size_t size);
 void *fm_debug_realloc_plain(void *p, fm_block_ref_t ref, size_t size);
 size_t fm_debug_usable_or_report(const void *p, fm_block_ref_t plain_ref);
+/* A freed debug block about to be handed out again: checked, and (intact) refilled with 0x90 and
+ * its DEBUG_INFO flag cleared. check_reuse reports a damaged one; freed_block_intact (under an
+ * arena lock) only says so. */
 bool fm_debug_check_reuse(void *outer);
-bool fm_debug_freed_block_intact(const void *outer);
+bool fm_debug_freed_block_intact(void *outer);
 bool fm_debug_scan_block(const void *outer);
 bool fm_debug_block_info(const void *outer, size_t *user_size, uint32_t *number, const uintptr_t **trace,
                          unsigned *depth);

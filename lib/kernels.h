@@ -14,6 +14,12 @@ typedef struct fm_kernels {
     bool (*check_fill)(const void *p, uint8_t byte, size_t n);
     /* memcpy semantics: the ranges must not overlap. */
     void (*copy)(void *dst, const void *src, size_t n);
+    /* Debug mode's reuse of a freed block: checks that the n bytes at p equal `expect` and
+     * overwrites them with `fill`, in one pass where the kernel can. Returns n when all matched
+     * (all now hold fill). Otherwise some k < n: [p, p + k) matched and now holds fill,
+     * [p + k, p + n) is untouched and holds a byte other than expect. Which k is the kernel's
+     * choice (the C twin checks everything first: 0); the verdict (k == n) is the same for all. */
+    size_t (*check_refill)(void *p, uint8_t expect, uint8_t fill, size_t n);
 } fm_kernels_t;
 
 extern fm_kernels_t fm_kernels;
@@ -29,6 +35,7 @@ const char *fm_kernels_name(void);
 bool fm_check_fill_c(const void *p, uint8_t byte, size_t n);
 void fm_fill_c(void *p, uint8_t byte, size_t n);
 void fm_copy_c(void *dst, const void *src, size_t n);
+size_t fm_check_refill_c(void *p, uint8_t expect, uint8_t fill, size_t n);
 
 /* The assembly kernels engage from this many bytes; below it the C twins run. */
 #define FM_KERNELS_ASM_MIN_SIZE 128
@@ -48,6 +55,12 @@ bool fm_kernels_asm_usable(void);
  * the 256-bit registers). */
 bool fm_check_fill_avx2(const void *p, uint8_t byte, size_t n);
 bool fm_kernels_avx2_usable(void);
+/* x86_64 only: the fill with 32-byte stores (fill_avx2.S, n >= 32) and the one-pass check and
+ * refill (check_refill_sse2.S, n >= 16; check_refill_avx2.S, n >= 32), the AVX2 ones installed
+ * with the AVX2 check. i386 runs its SSE2 check, then its SSE2 fill. */
+void fm_fill_avx2(void *p, uint8_t byte, size_t n);
+size_t fm_check_refill_sse2(void *p, uint8_t expect, uint8_t fill, size_t n);
+size_t fm_check_refill_avx2(void *p, uint8_t expect, uint8_t fill, size_t n);
 /* FASTMM5_DISABLE_AVX2=1 (read by the options module): keep the SSE2 check on an AVX2 CPU, so
  * that the tests and benchmarks can run either. */
 extern bool fm_kernels_avx2_disabled;

@@ -242,10 +242,8 @@ static bool vet_reuse_locked(fm_medium_manager_t *m, void *p)
 {
     if (!(fm_flags_get(p) & FM_FLAG_DEBUG_INFO))
         return true;
-    if (fm_debug_freed_block_intact(p)) {
-        fm_flags_set(p, fm_flags_get(p) & ~FM_FLAG_DEBUG_INFO);
-        return true;
-    }
+    if (fm_debug_freed_block_intact(p))
+        return true; /* its DEBUG_INFO is cleared: the scan leaves it alone */
     if (m->quarantine_count < sizeof m->quarantine / sizeof m->quarantine[0])
         m->quarantine[m->quarantine_count++] = p;
     return false;

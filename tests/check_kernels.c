@@ -11,8 +11,9 @@
  * flips the verdict and an over-write is seen. Fills and copies are compared byte for byte.
  *
  * The kernels under test: fm_kernels as fm_kernels_init(false) installs it (SSE2 where built
- * and usable, else the C twins), the SSE2 entries called directly (n >= 16, all sizes), and the
- * C twins. FASTMM5_DISABLE_ASM=1 in the environment must make fm_kernels_init() pick the C
+ * and usable, else the C twins), the SSE2 entries called directly (n >= 16, all sizes), the AVX2
+ * ones where the CPU has them (n >= 32), and the C twins. The one-pass check-and-refill is held
+ * to its contract (kernels.h), whose verdict is the byte loop's. FASTMM5_DISABLE_ASM=1 in the environment must make fm_kernels_init() pick the C
  * twins (case "selection"; tests/kernels-disable-asm.sh runs it with and without).
  */
 #include <config.h>
@@ -177,6 +178,10 @@ START_TEST(fill_differential)
     if (asm_usable())
         fill_each(fm_fill_sse2, "fm_fill_sse2", 16);
 #endif
+#if defined(FASTMM_ASM_X86_64)
+    if (fm_kernels_avx2_usable())
+        fill_each(fm_fill_avx2, "fm_fill_avx2", 32);
+#endif
 }
 END_TEST
 
@@ -225,6 +230,73 @@ START_TEST(copy_differential)
 }
 END_TEST
 
+/*
+ * The one-pass check and refill (kernels.h): on a range of n bytes of `expect` with byte `bad`
+ * (or none: bad == n) changed, the verdict (k == n) must be the byte loop's, [p, p + k) must hold
+ * fill, [p + k, p + n) must be as it was (the changed byte in it), and the 32 bytes around the
+ * range must be untouched.
+ */
+typedef size_t (*check_refill_fn)(void *, uint8_t, uint8_t, size_t);
+
+static void one_refill(check_refill_fn f, const char *what, size_t n, unsigned o, bool exact, size_t bad)
+{
+    enum { EXPECT = 0x80, FILL = 0x90, AROUND = 0x7f };
+    unsigned char *p = place(n, o, exact);
+    uintptr_t from = (uintptr_t)p - 32, to = (uintptr_t)p + n + 32;
+    unsigned char *lo = from >= (uintptr_t)region ? p - 32 : region;
+    unsigned char *hi = to <= (uintptr_t)guard ? p + n + 32 : guard;
+    memset(lo, AROUND, (size_t)(hi - lo));
+    memset(p, EXPECT, n);
+    if (bad < n)
+        p[bad] = (uint8_t)(EXPECT ^ (bad % 3 == 0 ? 0x01 : bad % 3 == 1 ? 0x80 : 0xff));
+    size_t k = f(p, EXPECT, FILL, n);
+    if ((k == n) != (bad >= n) || k > n || (bad < n && bad < k))
+        ck_abort_msg("%s: n=%zu offset=%u exact=%d bad=%zu: returned %zu", what, n,
+                     (unsigned)((uintptr_t)p & 15), exact, bad, k);
+    for (unsigned char *q = lo; q < hi; q++) {
+        size_t i = (size_t)(q - p);
+        uint8_t want = q < p || q >= p + n ? AROUND : i < k ? FILL : i == bad ? p[bad] : EXPECT;
+        if (i == bad && q >= p + k && q < p + n)
+            continue; /* the changed byte: compared by the verdict */
+        if (*q != want)
+            ck_abort_msg("%s: n=%zu offset=%u exact=%d bad=%zu k=%zu: byte %td is 0x%02x, not 0x%02x",
+                         what, n, (unsigned)((uintptr_t)p & 15), exact, bad, k, q - p, *q, want);
+    }
+    if (bad < n && p[bad] == EXPECT)
+        ck_abort_msg("%s: n=%zu bad=%zu: the changed byte was overwritten", what, n, bad);
+}
+
+/* Every size, clean at every offset; each byte changed in turn up to 128 bytes, beyond that the
+ * first and last 40 and every 17th (at three offsets and ending at the guard page). */
+static void refill_each(check_refill_fn f, const char *what, size_t min_n)
+{
+    static const unsigned offsets[] = {0, 7, 15};
+    for (size_t n = min_n; n <= MAX_SIZE; n++) {
+        for (unsigned o = 0; o < OFFSETS; o++)
+            one_refill(f, what, n, o, false, n);
+        one_refill(f, what, n, 0, true, n);
+        for (size_t bad = 0; bad < n; bad++) {
+            if (n > 128 && bad >= 40 && bad + 40 < n && bad % 17 != 0)
+                continue;
+            for (unsigned i = 0; i < sizeof offsets / sizeof offsets[0]; i++)
+                one_refill(f, what, n, offsets[i], false, bad);
+            one_refill(f, what, n, 0, true, bad);
+        }
+    }
+}
+
+START_TEST(check_refill_differential)
+{
+    refill_each(fm_kernels.check_refill, "fm_kernels.check_refill", 0);
+    refill_each(fm_check_refill_c, "fm_check_refill_c", 0);
+#if defined(FASTMM_ASM_X86_64)
+    refill_each(fm_check_refill_sse2, "fm_check_refill_sse2", 16);
+    if (fm_kernels_avx2_usable())
+        refill_each(fm_check_refill_avx2, "fm_check_refill_avx2", 32);
+#endif
+}
+END_TEST
+
 /* Which kernels run: with asm built and usable, SSE2 unless disabled; FASTMM5_DISABLE_ASM=1 in
  * the environment, read by the options module, picks the C twins. */
 START_TEST(selection)
@@ -234,6 +306,7 @@ START_TEST(selection)
     ck_assert(fm_kernels.check_fill == fm_check_fill_c);
     ck_assert(fm_kernels.fill == fm_fill_c);
     ck_assert(fm_kernels.copy == fm_copy_c);
+    ck_assert(fm_kernels.check_refill == fm_check_refill_c);
 
     fm_kernels_init(false);
     if (asm_usable()) {
@@ -277,6 +350,7 @@ Suite *suite_kernels(void)
     tcase_add_test(tc, check_fill_other_bytes);
     tcase_add_test(tc, fill_differential);
     tcase_add_test(tc, copy_differential);
+    tcase_add_test(tc, check_refill_differential);
     suite_add_tcase(s, tc);
     tc = tcase_create("selection");
     tcase_add_test(tc, selection);
