@@ -56,7 +56,7 @@ bool fm_kernels_asm_usable(void);
 bool fm_check_fill_avx2(const void *p, uint8_t byte, size_t n);
 bool fm_kernels_avx2_usable(void);
 /* x86_64 only: the fill with 32-byte stores (fill_avx2.S, n >= 32) and the one-pass check and
- * refill (check_refill_sse2.S, n >= 16; check_refill_avx2.S, n >= 32), the AVX2 ones installed
+ * refill (check_refill_sse2.S, n >= 32; check_refill_avx2.S, n >= 64), the AVX2 ones installed
  * with the AVX2 check. i386 runs its SSE2 check, then its SSE2 fill. */
 void fm_fill_avx2(void *p, uint8_t byte, size_t n);
 size_t fm_check_refill_sse2(void *p, uint8_t expect, uint8_t fill, size_t n);

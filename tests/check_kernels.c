@@ -290,9 +290,9 @@ START_TEST(check_refill_differential)
     refill_each(fm_kernels.check_refill, "fm_kernels.check_refill", 0);
     refill_each(fm_check_refill_c, "fm_check_refill_c", 0);
 #if defined(FASTMM_ASM_X86_64)
-    refill_each(fm_check_refill_sse2, "fm_check_refill_sse2", 16);
+    refill_each(fm_check_refill_sse2, "fm_check_refill_sse2", 32);
     if (fm_kernels_avx2_usable())
-        refill_each(fm_check_refill_avx2, "fm_check_refill_avx2", 32);
+        refill_each(fm_check_refill_avx2, "fm_check_refill_avx2", 64);
 #endif
 }
 END_TEST
