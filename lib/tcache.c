@@ -82,22 +82,27 @@ static void flush_all(fm_tcache_t *tc)
  * pool only grows (by 64 KiB, about 20 caches), as far as the most threads alive at once. */
 
 static fm_lock_t pool_lock;
-static fm_tcache_t *pool_free; /* linked through bins[0].head */
+static fm_tcache_t *pool_free;   /* given back, linked through bins[0].head */
+static char *pool_next, *pool_end; /* never used yet: the rest of the newest chunk */
 
+/* Caches given back first, then the next never-used one of the newest chunk: a chunk's pages
+ * are touched (made resident) one cache at a time, not all 16 when it is mapped. */
 static fm_tcache_t *pool_take(void)
 {
     fm_lock_wait(&pool_lock);
-    if (pool_free == NULL) {
-        char *chunk = fm_os_map(FM_OS_CHUNK);
-        for (size_t off = 0; chunk != NULL && off + sizeof(fm_tcache_t) <= FM_OS_CHUNK; off += sizeof(fm_tcache_t)) {
-            fm_tcache_t *t = (fm_tcache_t *)(chunk + off);
-            t->bins[0].head = pool_free;
-            pool_free = t;
+    fm_tcache_t *tc = pool_free;
+    if (tc != NULL) {
+        pool_free = tc->bins[0].head;
+    } else {
+        if ((size_t)(pool_end - pool_next) < sizeof(fm_tcache_t)) {
+            pool_next = fm_os_map(FM_OS_CHUNK);
+            pool_end = pool_next != NULL ? pool_next + FM_OS_CHUNK : NULL;
+        }
+        if (pool_next != NULL) {
+            tc = (fm_tcache_t *)pool_next;
+            pool_next += sizeof(fm_tcache_t);
         }
     }
-    fm_tcache_t *tc = pool_free;
-    if (tc != NULL)
-        pool_free = tc->bins[0].head;
     fm_lock_release(&pool_lock);
     return tc;
 }
