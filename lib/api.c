@@ -118,9 +118,10 @@ void *fm_track_new(void *p, size_t size, bool zeroed)
     return p;
 }
 
-/* through_cache: small blocks may come from this thread's cache. Debug blocks do not use it, so
+/* through_cache: blocks may come from this thread's cache. Small debug blocks do not use it, so
  * that a freed debug block is the first one reused (LIFO), as in FastMM5: a write after free
- * is then caught at the next allocation of that size. */
+ * is then caught at the next allocation of that size (medium debug blocks use the medium cache,
+ * itself LIFO per bin: debug.c). */
 static void *alloc_by_size(size_t size, bool through_cache)
 {
     void *p;
@@ -207,7 +208,8 @@ FM_EXPORT void *fastmm_malloc(size_t size)
         } else if (size <= FM_TCACHE_MEDIUM_MAX_USER) {
             void **head = &tc->medium[fm_tcache_medium_bin_for(size)];
             void *b = *head;
-            if (b != NULL) {
+            /* a freed debug block (DEBUG_INFO) is vetted first: fm_tcache_medium_take */
+            if (b != NULL && FM_LIKELY(fm_flags_get(b) == (FM_FLAG_MEDIUM | FM_FLAG_FREE))) {
                 size_t block = fm_medium_block_size(b);
                 *head = *(void **)b;
                 tc->medium_bytes -= block;

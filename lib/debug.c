@@ -335,6 +335,8 @@ static bool freed_pattern_refill(debug_header_t *h)
             return false;
         skip = sizeof first;
     }
+    if (n - skip < FM_KERNELS_ASM_MIN_SIZE) /* small: a check, and init_block's one fill, cost less */
+        return fm_kernels.check_fill(u + skip, FILL_FREED, n - skip);
     size_t done = fm_kernels.check_refill(u + skip, FILL_FREED, FILL_ALLOCATED, n - skip);
     if (done != n - skip) {
         fm_kernels.fill(u + skip, FILL_FREED, done); /* those bytes were checked: FILL_FREED */
@@ -440,6 +442,36 @@ static void *init_block(char *outer, size_t size, unsigned depth, int fill)
     return h + 1;
 }
 
+/*
+ * Medium debug blocks of the cached sizes go through this thread's medium cache (tcache.c), as
+ * plain ones do: no arena lock on either side (at 4 KiB, a quarter of a debug allocate/free
+ * pair was the two locked arena visits). The cache is LIFO per bin, so the block freed last is
+ * still the first one reused and a write after free is caught at the next allocation of that
+ * size, as in FastMM5; a cached freed block keeps DEBUG_INFO and its pattern, so the scan checks
+ * it, and it is vetted like one coming from an arena. A damaged one is reported and kept out.
+ */
+static char *take_cached(size_t outer_size)
+{
+    if (outer_size <= FM_SMALL_MAX_USER || outer_size > FM_TCACHE_MEDIUM_MAX_USER)
+        return NULL;
+    return fm_tcache_medium_take(fm_medium_round_request(outer_size)); /* vets what it takes */
+}
+
+/* The other half: a freed medium debug block into this thread's cache; false if it does not go. */
+static bool put_cached(debug_header_t *h)
+{
+    size_t block = fm_medium_block_size(h);
+    if (block - FM_MEDIUM_HEADER > FM_TCACHE_MEDIUM_MAX_USER || fm_load_relaxed(&fm_erase_freed))
+        return false;
+    if (!fm_block_mark_free(h)) {
+        fm_event_invalid_pointer("free", h + 1, "the block was already freed");
+        return true;
+    }
+    if (!fm_tcache_medium_put(h, block))
+        fm_medium_free(h);
+    return true;
+}
+
 /* fill: FILL_ALLOCATED, 0 for calloc, or -1 for no fill (realloc copies over it). */
 void *fm_debug_alloc(size_t size, int fill)
 {
@@ -451,7 +483,9 @@ void *fm_debug_alloc(size_t size, int fill)
         return NULL;
     }
     prefilled.outer = NULL; /* only a block vetted during this allocation counts */
-    char *outer = fm_alloc_uncached(size + overhead(depth));
+    char *outer = take_cached(size + overhead(depth));
+    if (outer == NULL)
+        outer = fm_alloc_uncached(size + overhead(depth));
     if (outer == NULL)
         return NULL;
     fm_track_internal(outer, size + overhead(depth));
@@ -637,7 +671,8 @@ static void free_debug_block(void *p, fm_block_ref_t ref, const char *operation)
     set_debug_info(h);
     if (ref.kind == FM_BLOCK_LARGE)
         remember_freed_large(h);
-    fm_free_classified(h, ref);
+    if (ref.kind != FM_BLOCK_MEDIUM || !put_cached(h))
+        fm_free_classified(h, ref);
 }
 
 /* free() of a debug block's user pointer (freed, or reported as a double free): true. False if

@@ -10,7 +10,8 @@
  * Medium blocks up to 68416 bytes are cached the same way, one stack per medium bin (a request
  * is rounded to a bin size, so a block freed from bin b serves the next request for bin b),
  * with at most 256 KiB per thread: a medium allocation and free otherwise pay for the bin
- * search, the split and the merge with the neighbours every time.
+ * search, the split and the merge with the neighbours every time. Freed medium debug blocks are
+ * cached too (debug.c), keeping their pattern: taking one vets it, as an arena would.
  *
  * Cached blocks stay what FastMM5 calls pending frees: flagged FREE, still counted as in use by
  * their span (a small span's blocks_in_use, a medium span's in-use bit), so a span is never
@@ -199,13 +200,20 @@ void *fm_tcache_medium_take(size_t block_size)
     if (FM_UNLIKELY(tc == TC_NONE))
         tc = create(); /* a thread whose first request is a medium one */
     unsigned b = fm_medium_bin_of(block_size);
-    if (!FM_TCACHE_USABLE(tc) || b >= FM_TCACHE_MEDIUM_BINS || tc->medium[b] == NULL)
+    if (!FM_TCACHE_USABLE(tc) || b >= FM_TCACHE_MEDIUM_BINS)
         return NULL;
-    void *p = tc->medium[b];
-    tc->medium[b] = *(void **)p;
-    tc->medium_bytes -= fm_medium_block_size(p);
-    fm_flags_set(p, fm_flags_get(p) & ~FM_FLAG_FREE);
-    return p;
+    for (;;) {
+        void *p = tc->medium[b];
+        if (p == NULL)
+            return NULL;
+        tc->medium[b] = *(void **)p;
+        tc->medium_bytes -= fm_medium_block_size(p);
+        fm_flags_set(p, fm_flags_get(p) & ~FM_FLAG_FREE);
+        /* a freed debug block (debug.c caches them too) is vetted as the arenas vet one; a
+         * damaged one is reported and stays out, in use, as the arenas quarantine it */
+        if (!(fm_flags_get(p) & FM_FLAG_DEBUG_INFO) || fm_debug_check_reuse(p))
+            return p;
+    }
 }
 
 /* Keeps a freed plain medium block (already flagged FREE) for this thread's next request of its

@@ -416,9 +416,9 @@ static void scan_detects_byte(unsigned char *p, size_t n, size_t k)
  * always reported): for freed debug blocks of 1..65, 257 and twelve medium sizes, a one-byte
  * write at each offset in turn is found by fastmm_debug_scan(), which returns 1 and reports
  * MODIFIED_AFTER_FREE for that block with exactly "offset(1)"; an untouched freed block never
- * reports. Two separate runs in one medium block are listed as "a(3), b(1)". For the small
- * sizes the next allocation of the same size reuses the freed block (LIFO) and checks it first:
- * a modified byte is reported by that malloc, which hands out another block instead. */
+ * reports. Two separate runs in one medium block are listed as "a(3), b(1)". The next
+ * allocation of the same size reuses the freed block (LIFO) and checks it first: a modified byte
+ * is reported by that malloc, which hands out another block instead. */
 START_TEST(test_write_after_free_every_byte)
 {
     size_t n = waf_size(_i);
@@ -458,8 +458,11 @@ START_TEST(test_write_after_free_every_byte)
                 runs_line(ev_text));
     }
 
-    if (n <= FM_MAX_SMALL_USER) {
-        /* Reuse: the next malloc of this size takes the freed block back first. */
+    {
+        /* Reuse: the next malloc of this size takes the freed block back first (small blocks from
+         * their span's free list, medium ones from this thread's cache, LIFO either way); from
+         * 128 bytes on, the reuse check is the one-pass check-and-refill, so a modified block
+         * must also come out of it as it was (the report lists exactly the modified byte). */
         size_t before = evn();
         unsigned char *q = xmalloc(n);
         expect_no_event(before, "reuse of an intact freed block");
@@ -490,6 +493,51 @@ START_TEST(test_write_after_free_every_byte)
         r = fastmm_debug_scan();
         REQUIRE(r == 0, "after the reuse checks: fastmm_debug_scan() = %zu", r);
     }
+}
+END_TEST
+
+/* A freed medium debug block waits in this thread's cache (like a plain one): when debug mode
+ * has been left, the next normal malloc of its size takes it from there, and must check it
+ * first as an arena would. A write after free is reported (MODIFIED_AFTER_FREE, the modified
+ * byte), the block is kept out, and malloc hands out another, plain block; an intact one is
+ * handed out as a plain block (free() then takes it without complaint). */
+START_TEST(test_cached_debug_block_vetted_in_normal_mode)
+{
+    const size_t n = 5000;
+    /* a normal request of the debug block's outer size uses the same cache bin */
+    const size_t outer = n + 64 + 8 + 2 * fastmm_debug_stack_depth() * sizeof(void *);
+    char want[48];
+    unsigned char *p = xmalloc(n);
+    free_keep(p);
+    flip(p + 100, 0x5a);
+    snprintf(want, sizeof want, "%d(1)", 100);
+    fastmm_debug_exit();
+    size_t before = evn();
+    unsigned char *q = launder_ptr(malloc(outer));
+    flip(p + 100, 0x5a);
+    fastmm_debug_enter();
+    REQUIRE(q != NULL && q != p && q + 64 != p, "normal malloc(%zu) handed out the modified freed debug block", outer);
+    expect_event(before, FASTMM_EVENT_MODIFIED_AFTER_FREE, p, "normal malloc reusing a modified freed debug block");
+    REQUIRE(runs_are(ev_text, want), "no \"%s\" in \"%.300s\"", want, runs_line(ev_text));
+    if (n_quarantined < sizeof quarantined / sizeof quarantined[0])
+        quarantined[n_quarantined++] = p;
+    fastmm_debug_exit();
+    free(q);
+
+    /* intact: reused as a plain block */
+    fastmm_debug_enter();
+    p = xmalloc(n);
+    free_keep(p);
+    fastmm_debug_exit();
+    before = evn();
+    q = launder_ptr(malloc(outer));
+    REQUIRE(q != NULL && q + 64 == p, "normal malloc(%zu) did not reuse the freed debug block's memory", outer);
+    REQUIRE(fastmm_usable_size(q) >= outer, "usable size of the reused block");
+    memset(q, 0x11, outer);
+    free(q);
+    fastmm_debug_enter();
+    expect_no_event(before, "reuse of an intact cached debug block in normal mode");
+    ck_assert_uint_eq(fastmm_debug_scan(), 0);
 }
 END_TEST
 
@@ -1589,6 +1637,7 @@ Suite *suite_debug(void)
     tcase_add_checked_fixture(tc, debug_setup, debug_teardown);
     tcase_add_test(tc, test_fill_patterns);
     tcase_add_loop_test(tc, test_write_after_free_every_byte, 0, N_WAF);
+    tcase_add_test(tc, test_cached_debug_block_vetted_in_normal_mode);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("misuse");
