@@ -287,7 +287,10 @@ FM_INLINE size_t cacheable_medium_block(const void *p, const fm_medium_span_t *m
         fm_load_relaxed(&fm_medium_header_of(p)->is_small_span))
         return 0;
     size_t block = fm_medium_block_size(p);
-    if (fm_medium_bin_of(block) >= FM_TCACHE_MEDIUM_BINS || tc->medium_bytes + block > FM_TCACHE_MEDIUM_BYTES ||
+    /* over the budget only with other blocks there: an empty cache takes any cacheable block
+     * (a 64 KiB malloc/free loop stays on this path; tcache.c flushes the others otherwise) */
+    if (fm_medium_bin_of(block) >= FM_TCACHE_MEDIUM_BINS ||
+        (tc->medium_bytes != 0 && tc->medium_bytes + block > FM_TCACHE_MEDIUM_BYTES) ||
         fm_os_limit() != 0) /* under a memory limit a cached block would pin its span */
         return 0;
     return block;

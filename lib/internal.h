@@ -167,7 +167,7 @@ extern bool fm_small_keep_empty_spans;
 /* ---- tcache.c: per-thread cache of free small and medium blocks ---- */
 /* Medium bins 0..255 are cached: blocks up to 68416 bytes (requests up to 64 KiB). */
 #define FM_TCACHE_MEDIUM_BINS 256u
-#define FM_TCACHE_MEDIUM_BYTES ((size_t)256 << 10) /* per thread; over it the medium bins flush */
+#define FM_TCACHE_MEDIUM_BYTES ((size_t)64 << 10) /* per thread; over it the medium bins flush */
 #define FM_TCACHE_MEDIUM_MAX_USER (FM_MEDIUM_MIN_BLOCK + (FM_TCACHE_MEDIUM_BINS - 1u) * 256u - FM_MEDIUM_HEADER)
 /* The bin of fm_medium_round_request(size) for FM_SMALL_MAX_USER < size <= FM_TCACHE_MEDIUM_MAX_USER
  * (medium bins are 256 bytes apart up to 101184): the one whose size is the block's, rounded up. */

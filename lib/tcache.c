@@ -9,7 +9,7 @@
  *
  * Medium blocks up to 68416 bytes are cached the same way, one stack per medium bin (a request
  * is rounded to a bin size, so a block freed from bin b serves the next request for bin b),
- * with at most 256 KiB per thread: a medium allocation and free otherwise pay for the bin
+ * with at most 64 KiB per thread: a medium allocation and free otherwise pay for the bin
  * search, the split and the merge with the neighbours every time. Freed medium debug blocks are
  * cached too (debug.c), keeping their pattern: taking one vets it, as an arena would.
  *
@@ -25,7 +25,7 @@
 #include <pthread.h>
 
 /* Per class: hold at most this many bytes (within 4 .. 128 blocks). */
-#define BIN_BYTES 8192u
+#define BIN_BYTES 4096u
 #define BIN_MIN 4u
 #define BIN_MAX 128u
 
