@@ -101,18 +101,22 @@ FM_INLINE uint32_t fold(uint64_t v) { return (uint32_t)v ^ (uint32_t)(v >> 32); 
  * have just written one by one could not be forwarded from the store buffer, and each load
  * waited for the stores to reach the cache (11% of a 4 KiB debug allocate/free in perf).
  */
+/* (Volatile loads only so that the compiler keeps them apart: gcc merged the three small fields
+ * into one 32-bit load, which stalled on the byte and halfword stores just made.) */
+#define FIELD(f) (*(const volatile __typeof__(h->f) *)&h->f)
 static uint32_t header_checksum(const debug_header_t *h)
 {
     uint32_t last; /* reserved3, stack_depth and flags: one 32-bit word in memory order */
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    last = (uint32_t)h->reserved3 | (uint32_t)h->stack_depth << 8 | (uint32_t)h->flags << 16;
+    last = (uint32_t)FIELD(reserved3) | (uint32_t)FIELD(stack_depth) << 8 | (uint32_t)FIELD(flags) << 16;
 #else
-    last = (uint32_t)h->reserved3 << 24 | (uint32_t)h->stack_depth << 16 | (uint32_t)h->flags;
+    last = (uint32_t)FIELD(reserved3) << 24 | (uint32_t)FIELD(stack_depth) << 16 | (uint32_t)FIELD(flags);
 #endif
-    return 0xffffffffu ^ h->allocation_ms ^ h->allocation_number ^ fold(h->user_size) ^
-           fold(h->previous_first_word) ^ h->allocation_group ^ h->allocated_by_thread ^
-           h->freed_by_thread ^ last;
+    return 0xffffffffu ^ FIELD(allocation_ms) ^ FIELD(allocation_number) ^ fold(FIELD(user_size)) ^
+           fold(FIELD(previous_first_word)) ^ FIELD(allocation_group) ^ FIELD(allocated_by_thread) ^
+           FIELD(freed_by_thread) ^ last;
 }
+#undef FIELD
 
 /* 2 x depth pointers: a multiple of 8 bytes on both word sizes */
 static uint32_t footer_checksum(const debug_header_t *h)
@@ -828,6 +832,7 @@ bool fm_debug_scan_block(const void *outer)
         if (!(flags_before & FM_FLAG_DEBUG_INFO))
             return false;
         uint32_t number_before = fm_load_relaxed(&h->allocation_number);
+        fm_tsan_ignore_reads_begin(); /* optimistic reads, validated below (sync.h) */
         if (flags_before & FM_FLAG_FREE)
             problem = freed_block_problem(h, false);
         else if (!header_ok(h))
@@ -836,6 +841,7 @@ bool fm_debug_scan_block(const void *outer)
             problem = FASTMM_EVENT_FOOTER_CORRUPTION;
         else
             problem = -1;
+        fm_tsan_ignore_reads_end();
         if (problem < 0)
             return false;
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
@@ -927,8 +933,10 @@ FM_EXPORT size_t fastmm_debug_scan(void)
 bool fm_debug_block_details(const void *outer, fm_debug_details_t *out)
 {
     const debug_header_t *h = outer;
-    if (!(fm_flags_get(outer) & FM_FLAG_DEBUG_INFO) || !header_ok(h))
+    if (!(fm_flags_get(outer) & FM_FLAG_DEBUG_INFO))
         return false;
+    fm_tsan_ignore_reads_begin(); /* a snapshot of a block its owner may rewrite (sync.h) */
+    bool ok = header_ok(h);
     bool freed = h->flags == FLAGS_FREED;
     out->user_size = h->user_size;
     out->allocation_number = h->allocation_number;
@@ -939,7 +947,8 @@ bool fm_debug_block_details(const void *outer, fm_debug_details_t *out)
     out->free_trace = freed ? (const uintptr_t *)trace_at(h, true) : NULL;
     out->depth = h->stack_depth;
     out->freed = freed;
-    return true;
+    fm_tsan_ignore_reads_end();
+    return ok;
 }
 
 /* ---- erase modes (FastMM5's Begin/EndErase*BlockContent): nested counters, changed on every

@@ -64,7 +64,8 @@ static void drop_spare(fm_large_header_t *h, size_t keep);
 
 static fm_lock_t retain_lock;
 static fm_large_header_t *retained[RETAIN_COUNT]; /* oldest first */
-static unsigned retained_count;
+static unsigned retained_count; /* written under retain_lock, with relaxed atomic stores: take_retained
+                                  * peeks at it without the lock */
 static size_t retained_bytes;
 
 /* Gives a freed block's mapping back, or keeps it; the oldest kept ones make room. */
@@ -83,11 +84,12 @@ static void release(fm_large_header_t *h)
     while (retained_count == RETAIN_COUNT || retained_bytes + h->map_size > RETAIN_BYTES) {
         evicted[n] = retained[0];
         retained_bytes -= evicted[n++]->map_size;
-        retained_count--;
+        fm_store_relaxed(&retained_count, retained_count - 1);
         for (unsigned i = 0; i < retained_count; i++)
             retained[i] = retained[i + 1];
     }
-    retained[retained_count++] = h;
+    retained[retained_count] = h;
+    fm_store_relaxed(&retained_count, retained_count + 1);
     retained_bytes += h->map_size;
     fm_lock_release(&retain_lock);
     for (unsigned i = 0; i < n; i++)
@@ -134,7 +136,7 @@ static fm_large_header_t *take_retained(size_t map_size)
     if (best != RETAIN_COUNT) {
         h = retained[best];
         retained_bytes -= h->map_size;
-        retained_count--;
+        fm_store_relaxed(&retained_count, retained_count - 1);
         for (unsigned i = best; i < retained_count; i++)
             retained[i] = retained[i + 1];
     }
@@ -161,7 +163,7 @@ bool fm_large_release_retained(void)
     unsigned n = retained_count;
     for (unsigned i = 0; i < n; i++)
         all[i] = retained[i];
-    retained_count = 0;
+    fm_store_relaxed(&retained_count, 0u);
     retained_bytes = 0;
     fm_lock_release(&retain_lock);
     for (unsigned i = 0; i < n; i++)

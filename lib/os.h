@@ -26,7 +26,9 @@ size_t fm_os_peak_mapped_bytes(void);
  * amount, granted by fm_os_grant_grace() where the allocator returns NULL to the program. */
 void fm_os_set_limit(size_t limit);
 void fm_os_grant_grace(void);
-size_t fm_os_limit(void);
+/* Inline: the medium free path asks it every time (a cached block would pin its span). */
+extern size_t fm_os_usage_limit;
+FM_INLINE size_t fm_os_limit(void) { return __atomic_load_n(&fm_os_usage_limit, __ATOMIC_RELAXED); }
 
 void fm_os_write_all(int fd, const char *buf, size_t len);
 int fm_os_open_append(const char *path);

@@ -21,14 +21,14 @@ extern char **environ;
 
 static size_t mapped_bytes;
 static size_t peak_mapped_bytes;
-static size_t usage_limit;
+size_t fm_os_usage_limit; /* os.h: fm_os_limit() reads it inline */
 static bool limit_grace_used;
 static bool limit_grace_pending;
 
 static bool account_map(size_t size)
 {
     size_t now = fm_add_relaxed(&mapped_bytes, size) + size;
-    size_t limit = fm_load_relaxed(&usage_limit);
+    size_t limit = fm_load_relaxed(&fm_os_usage_limit);
     if (limit != 0 && now > limit) {
         /* The grace is granted once this refusal has reached the program (fm_os_grant_grace),
          * not here: a retry within the same call (the minimum small span after the optimal one,
@@ -146,7 +146,7 @@ void fm_os_set_limit(size_t limit)
 {
     fm_store_relaxed(&limit_grace_pending, false);
     fm_store_relaxed(&limit_grace_used, false);
-    fm_store_relaxed(&usage_limit, limit);
+    fm_store_relaxed(&fm_os_usage_limit, limit);
 }
 
 void fm_os_grant_grace(void)
@@ -155,9 +155,8 @@ void fm_os_grant_grace(void)
         return;
     bool used = false;
     if (__atomic_compare_exchange_n(&limit_grace_used, &used, true, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        fm_add_relaxed(&usage_limit, FM_LIMIT_GRACE);
+        fm_add_relaxed(&fm_os_usage_limit, FM_LIMIT_GRACE);
 }
-size_t fm_os_limit(void) { return fm_load_relaxed(&usage_limit); }
 
 void fm_os_write_all(int fd, const char *buf, size_t len)
 {
