@@ -87,6 +87,16 @@ bool fm_block_mark_free(void *p)
     return true;
 }
 
+/* A live medium block of a cached size (block bytes) freed into this thread's medium cache, or
+ * to its arena when the cache does not take it; a second free is reported. */
+void fm_free_medium_cached(void *p, size_t block)
+{
+    if (!fm_block_mark_free(p))
+        fm_event_invalid_pointer("free", p, "the block was already freed");
+    else if (!fm_tcache_medium_put(p, block))
+        fm_medium_free(p);
+}
+
 void fm_free_classified(void *p, fm_block_ref_t ref)
 {
     if (!fm_block_mark_free(p)) {
@@ -118,19 +128,20 @@ void *fm_track_new(void *p, size_t size, bool zeroed)
     return p;
 }
 
-/* through_cache: blocks may come from this thread's cache. Small debug blocks do not use it, so
- * that a freed debug block is the first one reused (LIFO), as in FastMM5: a write after free
- * is then caught at the next allocation of that size (medium debug blocks use the medium cache,
- * itself LIFO per bin: debug.c). */
-static void *alloc_by_size(size_t size, bool through_cache)
+/* small_cached: small blocks may come from this thread's cache. Debug blocks (fm_alloc_uncached)
+ * do not use it, so that a freed debug block is the first one reused (LIFO), as in FastMM5: a
+ * write after free is then caught at the next allocation of that size. Medium blocks always try
+ * this thread's medium cache, which is LIFO per bin and vets a freed debug block it hands out
+ * (debug blocks are freed into it too: debug.c). */
+static void *alloc_by_size(size_t size, bool small_cached)
 {
     void *p;
     fm_ensure_init();
     if (FM_LIKELY(size <= FM_SMALL_MAX_USER)) {
-        p = through_cache ? fm_tcache_refill(fm_small_class_of(size)) : fm_small_alloc(fm_small_class_of(size));
+        p = small_cached ? fm_tcache_refill(fm_small_class_of(size)) : fm_small_alloc(fm_small_class_of(size));
     } else if (size <= FM_MEDIUM_MAX_USER) {
         size_t block = fm_medium_round_request(size);
-        p = through_cache ? fm_tcache_medium_take(block) : NULL;
+        p = fm_tcache_medium_take(block);
         if (p == NULL)
             p = fm_medium_alloc(block, false);
         if (FM_UNLIKELY(p == NULL) && fm_tcache_medium_release())
@@ -243,10 +254,8 @@ static FM_NOINLINE void free_slow(void *p, fm_block_ref_t ref)
         fm_track_free(p, usable, ref.kind == FM_BLOCK_MEDIUM, false);
         if (ref.kind != FM_BLOCK_MEDIUM || fm_load_relaxed(&fm_erase_freed))
             fm_free_classified(p, ref);
-        else if (!fm_block_mark_free(p))
-            fm_event_invalid_pointer("free", p, "the block was already freed");
-        else if (!fm_tcache_medium_put(p, usable + FM_MEDIUM_HEADER))
-            fm_medium_free(p);
+        else
+            fm_free_medium_cached(p, usable + FM_MEDIUM_HEADER);
     }
     errno = saved;
 }

@@ -99,10 +99,10 @@ FM_INLINE uint32_t fold(uint64_t v) { return (uint32_t)v ^ (uint32_t)(v >> 32); 
  * value as xor_words over those bytes (an 8-byte field is two words, folded), but each field is
  * loaded at the size it was stored with. Read as 8-byte words, the fields init_block and the free
  * have just written one by one could not be forwarded from the store buffer, and each load
- * waited for the stores to reach the cache (11% of a 4 KiB debug allocate/free in perf).
+ * waited for the stores to reach the cache (11% of a 4 KiB debug allocate/free in perf). The
+ * loads are volatile only so that the compiler keeps them apart: gcc merged the three small
+ * fields into one 32-bit load, which stalled the same way.
  */
-/* (Volatile loads only so that the compiler keeps them apart: gcc merged the three small fields
- * into one 32-bit load, which stalled on the byte and halfword stores just made.) */
 #define FIELD(f) (*(const volatile __typeof__(h->f) *)&h->f)
 static uint32_t header_checksum(const debug_header_t *h)
 {
@@ -298,21 +298,6 @@ static void virtual_call_trap(void *self, unsigned slot)
 
 /* ---- the checks ---- */
 
-static bool freed_pattern_ok(const debug_header_t *h)
-{
-    const unsigned char *u = (const unsigned char *)(h + 1);
-    size_t n = h->user_size;
-    if (n >= MARKER_MIN_SIZE) {
-        uintptr_t first;
-        memcpy(&first, u, sizeof first);
-        if (first != FREED_MARKER)
-            return false;
-        u += sizeof first;
-        n -= sizeof first;
-    }
-    return fm_kernels.check_fill(u, FILL_FREED, n);
-}
-
 /*
  * Which user bytes of the block this thread is being handed already hold FILL_ALLOCATED: a
  * freed block's pattern is checked on reuse and, in the same pass over it, overwritten with the
@@ -326,9 +311,11 @@ static __thread struct {
     size_t from, to; /* user bytes [from, to) hold FILL_ALLOCATED */
 } prefilled __attribute__((tls_model("initial-exec")));
 
-/* freed_pattern_ok for a block about to be reused: on success the pattern (not the marker word)
- * has become FILL_ALLOCATED and `prefilled` says so; on a mismatch the block is as it was. */
-static bool freed_pattern_refill(debug_header_t *h)
+/* Whether a freed block still holds its marker word and FILL_FREED. refill (a block about to be
+ * reused): from FM_KERNELS_ASM_MIN_SIZE bytes of pattern on, an intact pattern (not the marker
+ * word) becomes FILL_ALLOCATED in the same pass and `prefilled` says so; on a mismatch the block
+ * is left as it was. Below that size a check, and init_block's one fill, cost less. */
+static bool freed_pattern_ok(debug_header_t *h, bool refill)
 {
     unsigned char *u = (unsigned char *)(h + 1);
     size_t skip = 0, n = h->user_size;
@@ -339,7 +326,7 @@ static bool freed_pattern_refill(debug_header_t *h)
             return false;
         skip = sizeof first;
     }
-    if (n - skip < FM_KERNELS_ASM_MIN_SIZE) /* small: a check, and init_block's one fill, cost less */
+    if (!refill || n - skip < FM_KERNELS_ASM_MIN_SIZE)
         return fm_kernels.check_fill(u + skip, FILL_FREED, n - skip);
     size_t done = fm_kernels.check_refill(u + skip, FILL_FREED, FILL_ALLOCATED, n - skip);
     if (done != n - skip) {
@@ -353,21 +340,21 @@ static bool freed_pattern_refill(debug_header_t *h)
 }
 
 /* What is wrong with a freed debug block, or -1 if it is intact. refill: it is about to be
- * handed out (freed_pattern_refill). */
+ * handed out (freed_pattern_ok). */
 static int freed_block_problem(const debug_header_t *h, bool refill)
 {
     if (!header_ok(h) || h->flags != FLAGS_FREED)
         return FASTMM_EVENT_HEADER_CORRUPTION;
     if (!footer_ok(h))
         return FASTMM_EVENT_FOOTER_CORRUPTION;
-    if (!(refill ? freed_pattern_refill((debug_header_t *)h) : freed_pattern_ok(h)))
+    if (!freed_pattern_ok((debug_header_t *)h, refill))
         return FASTMM_EVENT_MODIFIED_AFTER_FREE;
     return -1;
 }
 
 /*
  * Vets a freed debug block an arena is about to hand out again: -1 if intact (its pattern now
- * the allocated fill, see freed_pattern_refill), else the problem. DEBUG_INFO is cleared before
+ * the allocated fill, see freed_pattern_ok), else the problem. DEBUG_INFO is cleared before
  * the refill rewrites the block, so a concurrent fastmm_debug_scan skips it or retries
  * (fm_debug_scan_block checks the flag word before and after); a damaged block gets the flag back.
  */
@@ -446,36 +433,6 @@ static void *init_block(char *outer, size_t size, unsigned depth, int fill)
     return h + 1;
 }
 
-/*
- * Medium debug blocks of the cached sizes go through this thread's medium cache (tcache.c), as
- * plain ones do: no arena lock on either side (at 4 KiB, a quarter of a debug allocate/free
- * pair was the two locked arena visits). The cache is LIFO per bin, so the block freed last is
- * still the first one reused and a write after free is caught at the next allocation of that
- * size, as in FastMM5; a cached freed block keeps DEBUG_INFO and its pattern, so the scan checks
- * it, and it is vetted like one coming from an arena. A damaged one is reported and kept out.
- */
-static char *take_cached(size_t outer_size)
-{
-    if (outer_size <= FM_SMALL_MAX_USER || outer_size > FM_TCACHE_MEDIUM_MAX_USER)
-        return NULL;
-    return fm_tcache_medium_take(fm_medium_round_request(outer_size)); /* vets what it takes */
-}
-
-/* The other half: a freed medium debug block into this thread's cache; false if it does not go. */
-static bool put_cached(debug_header_t *h)
-{
-    size_t block = fm_medium_block_size(h);
-    if (block - FM_MEDIUM_HEADER > FM_TCACHE_MEDIUM_MAX_USER || fm_load_relaxed(&fm_erase_freed))
-        return false;
-    if (!fm_block_mark_free(h)) {
-        fm_event_invalid_pointer("free", h + 1, "the block was already freed");
-        return true;
-    }
-    if (!fm_tcache_medium_put(h, block))
-        fm_medium_free(h);
-    return true;
-}
-
 /* fill: FILL_ALLOCATED, 0 for calloc, or -1 for no fill (realloc copies over it). */
 void *fm_debug_alloc(size_t size, int fill)
 {
@@ -487,9 +444,7 @@ void *fm_debug_alloc(size_t size, int fill)
         return NULL;
     }
     prefilled.outer = NULL; /* only a block vetted during this allocation counts */
-    char *outer = take_cached(size + overhead(depth));
-    if (outer == NULL)
-        outer = fm_alloc_uncached(size + overhead(depth));
+    char *outer = fm_alloc_uncached(size + overhead(depth));
     if (outer == NULL)
         return NULL;
     fm_track_internal(outer, size + overhead(depth));
@@ -675,7 +630,15 @@ static void free_debug_block(void *p, fm_block_ref_t ref, const char *operation)
     set_debug_info(h);
     if (ref.kind == FM_BLOCK_LARGE)
         remember_freed_large(h);
-    if (ref.kind != FM_BLOCK_MEDIUM || !put_cached(h))
+    /* Medium debug blocks of the cached sizes go to this thread's medium cache, as plain ones
+     * do: no arena lock (at 4 KiB, a quarter of a debug allocate/free pair was the two locked
+     * arena visits). LIFO per bin, so the block freed last is still the first one reused and a
+     * write after free is caught at the next allocation of that size, as in FastMM5; it keeps
+     * DEBUG_INFO and its pattern there, so the scan checks it, and taking it vets it. */
+    size_t block = ref.kind == FM_BLOCK_MEDIUM ? fm_medium_block_size(h) : 0;
+    if (block != 0 && block - FM_MEDIUM_HEADER <= FM_TCACHE_MEDIUM_MAX_USER && !fm_load_relaxed(&fm_erase_freed))
+        fm_free_medium_cached(h, block);
+    else
         fm_free_classified(h, ref);
 }
 

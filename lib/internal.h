@@ -262,6 +262,7 @@ void *fm_alloc_uncached(size_t size);
 void *fm_track_new(void *p, size_t size, bool zeroed);
 void *fm_alloc_aligned(size_t alignment, size_t size);
 void fm_free_classified(void *p, fm_block_ref_t ref);
+void fm_free_medium_cached(void *p, size_t block);
 void fm_ensure_init(void);
 extern bool fm_ready;
 

@@ -37,7 +37,8 @@ void fm_fill_c(void *p, uint8_t byte, size_t n);
 void fm_copy_c(void *dst, const void *src, size_t n);
 size_t fm_check_refill_c(void *p, uint8_t expect, uint8_t fill, size_t n);
 
-/* The assembly kernels engage from this many bytes; below it the C twins run. */
+/* The assembly check and check-and-refill engage from this many bytes; below it the C twins
+ * run (the assembly fills only from 1 KiB: kernels.c). */
 #define FM_KERNELS_ASM_MIN_SIZE 128
 
 /*
