@@ -304,7 +304,8 @@ def build_workloads(bins, tools, workdir):
                               + ([str(x) for x in w] if isinstance(w, tuple) else [str(w)]),
                               full, quick, desc + (f"; {t} thread{'s' if t > 1 else ''}" if base != "threads"
                                                    else f"; {t} at a time"),
-                              threads=t, quick=(base, t) in quick_general))
+                              threads=t, quick=(base, t) in quick_general,
+                              columns=[("contention", "arena contention")]))
     # -- real programs under preload ------------------------------------------------------------
     if tools.get("python"):
         W.append(Workload("python", "real",

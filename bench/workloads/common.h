@@ -114,13 +114,30 @@ static BENCH_UNUSED long proc_status_kb(const char *key)
     return v;
 }
 
+/* libfastmm5's arena-contention counters (fastmm_get_contention: how often a thread found every
+ * arena of a class locked and had to yield), as " contention=N", when the preloaded allocator
+ * exports them; "" under any other allocator. Read after the measured loop. */
+static BENCH_UNUSED const char *contention_field(char *buf, size_t len)
+{
+    struct { uint64_t small, medium, large; } c;
+    void (*get)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "fastmm_get_contention");
+    buf[0] = '\0';
+    if (get) {
+        get(&c);
+        snprintf(buf, len, " contention=%" PRIu64, c.small + c.medium + c.large);
+    }
+    return buf;
+}
+
 /* The one result line. extra may be NULL or "k=v k=v". */
 static BENCH_UNUSED void bench_report(const char *workload, uint64_t elapsed_ns, uint64_t ops, const char *extra)
 {
     const char *dbg = getenv("FASTMM5_DEBUG");
-    printf("BENCH workload=%s elapsed_ns=%" PRIu64 " ops=%" PRIu64 " ns_per_op=%.3f debug=%s vmhwm_kb=%ld%s%s\n",
+    char cont[64];
+    printf("BENCH workload=%s elapsed_ns=%" PRIu64 " ops=%" PRIu64 " ns_per_op=%.3f debug=%s vmhwm_kb=%ld%s%s%s\n",
            workload, elapsed_ns, ops, ops ? (double)elapsed_ns / (double)ops : 0.0,
-           (dbg && *dbg) ? dbg : "0", proc_status_kb("VmHWM"), extra ? " " : "", extra ? extra : "");
+           (dbg && *dbg) ? dbg : "0", proc_status_kb("VmHWM"), contention_field(cont, sizeof cont),
+           extra ? " " : "", extra ? extra : "");
     fflush(stdout);
 }
 
