@@ -1,7 +1,8 @@
 /*
  * stacktrace.c - stack traces for debug blocks: captured with the unwinder of libgcc
  * (_Unwind_Backtrace, which reads the .eh_frame tables every object has, so it works in code
- * built without frame pointers) and symbolized with dladdr as function+offset (object file).
+ * built without frame pointers; linked in statically, see configure.ac) and symbolized with
+ * dladdr as function+offset (object file).
  *
  * Neither step allocates from this heap in the usual case; a thread that re-enters the allocator
  * while capturing (the unwinder's first use can) gets an empty trace instead of recursing.
