@@ -196,6 +196,7 @@ void fm_tcache_fork_lock(void);
 void fm_tcache_fork_unlock(void);
 void *fm_tcache_medium_take(size_t block_size);       /* NULL: not cached */
 bool fm_tcache_medium_put(void *p, size_t block_size); /* p flagged FREE; false: not taken */
+bool fm_tcache_small_put(void *p, unsigned class_index); /* p flagged FREE; false: no cache */
 bool fm_tcache_medium_release(void);                  /* this thread's medium blocks to the arenas */
 #define FM_TCACHE_USABLE(tc) ((uintptr_t)(tc) > 1u)
 
@@ -258,11 +259,11 @@ fm_block_ref_t fm_block_classify(const void *p);
 size_t fm_block_usable(const void *p, fm_block_ref_t ref);
 bool fm_block_mark_free(void *p); /* in use -> free, atomically; false if it was already free */
 void *fm_alloc(size_t size);
-void *fm_alloc_uncached(size_t size);
 void *fm_track_new(void *p, size_t size, bool zeroed);
 void *fm_alloc_aligned(size_t alignment, size_t size);
 void fm_free_classified(void *p, fm_block_ref_t ref);
 void fm_free_medium_cached(void *p, size_t block);
+void fm_free_small_cached(void *p, fm_small_span_t *span);
 void fm_ensure_init(void);
 extern bool fm_ready;
 

@@ -10,8 +10,8 @@
  * Medium blocks up to 68416 bytes are cached the same way, one stack per medium bin (a request
  * is rounded to a bin size, so a block freed from bin b serves the next request for bin b),
  * with at most 64 KiB per thread: a medium allocation and free otherwise pay for the bin
- * search, the split and the merge with the neighbours every time. Freed medium debug blocks are
- * cached too (debug.c), keeping their pattern: taking one vets it, as an arena would.
+ * search, the split and the merge with the neighbours every time. Freed debug blocks, small and
+ * medium, are cached too (debug.c), keeping their pattern: taking one vets it, as an arena would.
  *
  * Cached blocks stay what FastMM5 calls pending frees: flagged FREE, still counted as in use by
  * their span (a small span's blocks_in_use, a medium span's in-use bit), so a span is never
@@ -166,17 +166,37 @@ void *fm_tcache_refill(unsigned c)
     if (tc == NULL || tc == TC_OFF)
         return fm_small_alloc(c);
     fm_tcache_bin_t *bin = &tc->bins[c];
-    if (bin->head == NULL) {
-        unsigned got = fm_small_alloc_batch(c, &bin->head, fm_tcache_limits[c] / 2u + 1u);
-        if (got == 0)
-            return NULL;
-        bin->count = got;
+    for (;;) {
+        if (bin->head == NULL) {
+            unsigned got = fm_small_alloc_batch(c, &bin->head, fm_tcache_limits[c] / 2u + 1u);
+            if (got == 0)
+                return NULL;
+            bin->count = got;
+        }
+        void *b = bin->head;
+        bin->head = *(void **)b;
+        bin->count--;
+        /* a freed debug block (debug.c caches them) is vetted as the arenas vet one; a damaged
+         * one is reported and stays out, in use, as the arenas quarantine it */
+        if ((fm_flags_get(b) & FM_FLAG_DEBUG_INFO) && !fm_debug_check_reuse(b))
+            continue;
+        fm_flags_set(b, fm_flags_get(b) & ~FM_FLAG_FREE);
+        return b;
     }
-    void *b = bin->head;
-    bin->head = *(void **)b;
-    bin->count--;
-    fm_flags_set(b, fm_flags_get(b) & ~FM_FLAG_FREE);
-    return b;
+}
+
+/* Keeps a freed small block (already flagged FREE) on its class's stack. */
+bool fm_tcache_small_put(void *p, unsigned c)
+{
+    fm_tcache_t *tc = fm_tcache_current;
+    if (!FM_TCACHE_USABLE(tc))
+        return false;
+    fm_tcache_bin_t *bin = &tc->bins[c];
+    *(void **)p = bin->head;
+    bin->head = p;
+    if (++bin->count > fm_tcache_limits[c])
+        fm_tcache_overflow(tc, c);
+    return true;
 }
 
 /* The bin is over its limit: return its older half to the arenas. */

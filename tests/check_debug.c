@@ -496,25 +496,28 @@ START_TEST(test_write_after_free_every_byte)
 }
 END_TEST
 
-/* A freed medium debug block waits in this thread's cache (like a plain one): when debug mode
- * has been left, the next normal malloc of its size takes it from there, and must check it
- * first as an arena would. A write after free is reported (MODIFIED_AFTER_FREE, the modified
- * byte), the block is kept out, and malloc hands out another, plain block; an intact one is
- * handed out as a plain block (free() then takes it without complaint). */
+/* A freed small or medium debug block waits in this thread's cache (like a plain one): when
+ * debug mode has been left, the next normal malloc of its size takes it from there (malloc's
+ * inline path for both), and must check it first as an arena would. A write after free is
+ * reported (MODIFIED_AFTER_FREE, the modified byte), the block is kept out, and malloc hands
+ * out another, plain block; an intact one is handed out as a plain block (free() then takes it
+ * without complaint). */
+static const size_t cached_debug_sizes[] = {5000, 200}; /* a medium and a small outer block */
 START_TEST(test_cached_debug_block_vetted_in_normal_mode)
 {
-    const size_t n = 5000;
+    const size_t n = cached_debug_sizes[_i];
     /* a normal request of the debug block's outer size uses the same cache bin */
     const size_t outer = n + 64 + 8 + 2 * fastmm_debug_stack_depth() * sizeof(void *);
+    const size_t at = n / 2;
     char want[48];
     unsigned char *p = xmalloc(n);
     free_keep(p);
-    flip(p + 100, 0x5a);
-    snprintf(want, sizeof want, "%d(1)", 100);
+    flip(p + at, 0x5a);
+    snprintf(want, sizeof want, "%zu(1)", at);
     fastmm_debug_exit();
     size_t before = evn();
     unsigned char *q = launder_ptr(malloc(outer));
-    flip(p + 100, 0x5a);
+    flip(p + at, 0x5a);
     fastmm_debug_enter();
     REQUIRE(q != NULL && q != p && q + 64 != p, "normal malloc(%zu) handed out the modified freed debug block", outer);
     expect_event(before, FASTMM_EVENT_MODIFIED_AFTER_FREE, p, "normal malloc reusing a modified freed debug block");
@@ -1637,7 +1640,7 @@ Suite *suite_debug(void)
     tcase_add_checked_fixture(tc, debug_setup, debug_teardown);
     tcase_add_test(tc, test_fill_patterns);
     tcase_add_loop_test(tc, test_write_after_free_every_byte, 0, N_WAF);
-    tcase_add_test(tc, test_cached_debug_block_vetted_in_normal_mode);
+    tcase_add_loop_test(tc, test_cached_debug_block_vetted_in_normal_mode, 0, 2);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("misuse");
