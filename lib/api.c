@@ -154,7 +154,7 @@ void *fm_alloc(size_t size)
         p = fm_tcache_medium_take(block);
         if (p == NULL)
             p = fm_medium_alloc(block, false);
-        if (FM_UNLIKELY(p == NULL) && fm_tcache_medium_release())
+        if (FM_UNLIKELY(p == NULL) && (fm_tcache_medium_release() | fm_tcache_release_kept()))
             p = fm_medium_alloc(block, false); /* the cached blocks may merge into what it needs */
     } else if (size <= (size_t)PTRDIFF_MAX) {
         p = fm_large_alloc(size, 0);

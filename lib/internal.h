@@ -182,6 +182,8 @@ typedef struct fm_tcache_bin {
 } fm_tcache_bin_t;
 typedef struct fm_tcache {
     fm_tcache_bin_t bins[FM_SMALL_CLASS_COUNT];
+    struct fm_tcache *pool_link;          /* tcache.c's pool of caches of exited threads */
+    bool kept;                            /* in the pool with its blocks (tcache.c) */
     size_t medium_bytes;                  /* block bytes held in medium[] */
     void *medium[FM_TCACHE_MEDIUM_BINS];  /* by medium bin of the block size, linked as above */
 } fm_tcache_t;
@@ -198,6 +200,7 @@ void *fm_tcache_medium_take(size_t block_size);       /* NULL: not cached */
 bool fm_tcache_medium_put(void *p, size_t block_size); /* p flagged FREE; false: not taken */
 bool fm_tcache_small_put(void *p, unsigned class_index); /* p flagged FREE; false: no cache */
 bool fm_tcache_medium_release(void);                  /* this thread's medium blocks to the arenas */
+bool fm_tcache_release_kept(void);                    /* exited threads' kept blocks to the arenas */
 #define FM_TCACHE_USABLE(tc) ((uintptr_t)(tc) > 1u)
 
 /* ---- medium.c ---- */

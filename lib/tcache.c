@@ -80,10 +80,20 @@ static void flush_all(fm_tcache_t *tc)
 /* ---- the caches themselves: a pool mapped from the OS, outside the heap ----
  * Not heap blocks: a stray free() of a pointer that happens to land on a thread's cache must be
  * refused as foreign, not take the cache apart. Freed caches are reused by later threads; the
- * pool only grows (by 64 KiB, about 20 caches), as far as the most threads alive at once. */
+ * pool only grows (by 64 KiB, about 20 caches), as far as the most threads alive at once.
+ *
+ * The caches of the last few exited threads keep their blocks (POOL_KEEP): the next thread
+ * starts with them instead of the exiting one flushing every stack to the arenas and the new
+ * one refilling each class it uses (on the short-lived threads workload, a refill's walk over
+ * span free lists last written on another CPU was the costliest thing the allocator did).
+ * Blocks have no owner thread, so any thread may take them over; they stay flagged FREE as in
+ * any cache. malloc_trim, fastmm_process_pending_frees, a refused medium request and a memory
+ * limit give them back (fm_tcache_release_kept). */
+#define POOL_KEEP 4u
 
 static fm_lock_t pool_lock;
-static fm_tcache_t *pool_free;   /* given back, linked through bins[0].head */
+static fm_tcache_t *pool_free;   /* given back, linked through pool_link; the kept ones first */
+static unsigned pool_kept;       /* how many of them are kept */
 static char *pool_next, *pool_end; /* never used yet: the rest of the newest chunk */
 
 /* Caches given back first, then the next never-used one of the newest chunk: a chunk's pages
@@ -93,7 +103,9 @@ static fm_tcache_t *pool_take(void)
     fm_lock_wait(&pool_lock);
     fm_tcache_t *tc = pool_free;
     if (tc != NULL) {
-        pool_free = tc->bins[0].head;
+        pool_free = tc->pool_link;
+        if (tc->kept)
+            pool_kept--;
     } else {
         if ((size_t)(pool_end - pool_next) < sizeof(fm_tcache_t)) {
             pool_next = fm_os_map(FM_OS_CHUNK);
@@ -108,12 +120,50 @@ static fm_tcache_t *pool_take(void)
     return tc;
 }
 
-static void pool_give_back(fm_tcache_t *tc)
+/* may_keep: tc may go into the pool with its blocks, if fewer than POOL_KEEP are kept; else
+ * they go back to the arenas first. */
+static void pool_give_back(fm_tcache_t *tc, bool may_keep)
 {
     fm_lock_wait(&pool_lock);
-    tc->bins[0].head = pool_free;
-    pool_free = tc;
+    tc->kept = may_keep && pool_kept < POOL_KEEP && fm_os_limit() == 0;
+    if (!tc->kept) {
+        fm_lock_release(&pool_lock);
+        flush_all(tc);
+        fm_lock_wait(&pool_lock);
+        /* behind the kept ones, so that pool_take hands those out first */
+        fm_tcache_t **at = &pool_free;
+        while (*at != NULL && (*at)->kept)
+            at = &(*at)->pool_link;
+        tc->pool_link = *at;
+        *at = tc;
+    } else {
+        pool_kept++;
+        tc->pool_link = pool_free;
+        pool_free = tc;
+    }
     fm_lock_release(&pool_lock);
+}
+
+/* The blocks of the kept caches back to the arenas. Returns whether there were any. */
+bool fm_tcache_release_kept(void)
+{
+    fm_lock_wait(&pool_lock);
+    fm_tcache_t *kept = NULL;
+    while (pool_free != NULL && pool_free->kept) {
+        fm_tcache_t *tc = pool_free;
+        pool_free = tc->pool_link;
+        tc->pool_link = kept;
+        kept = tc;
+    }
+    pool_kept = 0;
+    fm_lock_release(&pool_lock);
+    bool any = kept != NULL;
+    while (kept != NULL) {
+        fm_tcache_t *next = kept->pool_link;
+        pool_give_back(kept, false);
+        kept = next;
+    }
+    return any;
 }
 
 /* fork: the child must not inherit the pool lock held by another thread */
@@ -124,8 +174,7 @@ static void at_thread_exit(void *arg)
 {
     fm_tcache_t *tc = arg;
     fm_tcache_current = TC_OFF; /* later frees in this thread go straight to the arenas */
-    flush_all(tc);
-    pool_give_back(tc);
+    pool_give_back(tc, true);
 }
 
 /* pthread_key_create does not allocate; it must exist before any cache does. */
@@ -143,13 +192,16 @@ static fm_tcache_t *create(void)
     fm_tcache_t *tc = pool_take();
     if (tc == NULL)
         return NULL;
-    for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++)
-        tc->bins[c] = (fm_tcache_bin_t){NULL, 0};
-    tc->medium_bytes = 0;
-    for (unsigned b = 0; b < FM_TCACHE_MEDIUM_BINS; b++)
-        tc->medium[b] = NULL;
+    if (!tc->kept) { /* else it comes with an exited thread's blocks */
+        for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++)
+            tc->bins[c] = (fm_tcache_bin_t){NULL, 0};
+        tc->medium_bytes = 0;
+        for (unsigned b = 0; b < FM_TCACHE_MEDIUM_BINS; b++)
+            tc->medium[b] = NULL;
+    }
+    tc->kept = false;
     if (pthread_setspecific(exit_key, tc) != 0) {
-        pool_give_back(tc);
+        pool_give_back(tc, true);
         return NULL;
     }
     fm_tcache_current = tc;
@@ -205,11 +257,13 @@ void fm_tcache_overflow(fm_tcache_t *tc, unsigned c)
     flush_bin(&tc->bins[c], fm_tcache_limits[c] / 2u);
 }
 
+/* This thread's cache, and the kept ones of exited threads, back to the arenas. */
 void fm_tcache_flush_current(void)
 {
     fm_tcache_t *tc = fm_tcache_current;
     if (tc != TC_NONE && tc != TC_OFF)
         flush_all(tc);
+    fm_tcache_release_kept();
 }
 
 /* A block for a request rounded to block_size (a bin size), from this thread's stack for that

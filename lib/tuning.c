@@ -38,7 +38,7 @@ FM_EXPORT fastmm_strategy_t fastmm_strategy(void)
 /* ---- memory limit (os_linux.c keeps it, with FastMM5's grace amount) ---- */
 
 /* Under a limit, memory kept only for speed (freed large mappings, this thread's cached
- * medium blocks) is given back now and not kept any more (large.c, api.c): it would count
+ * medium blocks, the blocks kept in exited threads' caches) is given back now and not kept any more (large.c, api.c): it would count
  * against the limit while blocks the program asks for are refused. */
 FM_EXPORT void fastmm_set_memory_limit(size_t bytes)
 {
@@ -46,6 +46,7 @@ FM_EXPORT void fastmm_set_memory_limit(size_t bytes)
     if (bytes != 0) {
         fm_large_release_retained();
         fm_tcache_medium_release();
+        fm_tcache_release_kept();
     }
 }
 FM_EXPORT size_t fastmm_memory_limit(void) { return fm_os_limit(); }

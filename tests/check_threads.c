@@ -501,6 +501,60 @@ START_TEST(test_thread_rounds)
 }
 END_TEST
 
+/* An exited thread's cache keeps its blocks for the next thread (tcache.c, POOL_KEEP): they
+ * count as allocated (as FastMM5 counts pending frees), the next thread's mallocs of that size
+ * get them back in stack order (the last freed first; through the arenas they come back in the
+ * order they were freed), and fastmm_process_pending_frees gives them back to the arenas.
+ * 2000-byte blocks: a class the C library's own per-thread allocations do not use. */
+#define KEPT_SIZE 2000
+static void *kept_blocks[3];
+static void *alloc_free_then_exit(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 3; i++)
+        kept_blocks[i] = malloc(KEPT_SIZE);
+    for (int i = 0; i < 3; i++)
+        free(kept_blocks[i]);
+    return NULL;
+}
+
+static void *take_over_then_exit(void *arg)
+{
+    void **got = arg;
+    for (int i = 0; i < 3; i++)
+        got[i] = malloc(KEPT_SIZE);
+    for (int i = 0; i < 3; i++)
+        free(got[i]);
+    return NULL;
+}
+
+START_TEST(test_exited_thread_cache_kept)
+{
+    pthread_t th;
+    void *got[3] = {NULL, NULL, NULL};
+    fastmm_usage_t before, kept, again, released;
+    fastmm_process_pending_frees();
+    fastmm_get_usage(&before);
+    ck_assert_int_eq(pthread_create(&th, NULL, alloc_free_then_exit, NULL), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    fastmm_get_usage(&kept);
+    ck_assert_msg(kept.allocated_bytes >= before.allocated_bytes + 3 * KEPT_SIZE,
+                  "the exited thread's cached blocks were not kept: allocated %zu before, %zu after", before.allocated_bytes,
+                  kept.allocated_bytes);
+    ck_assert_int_eq(pthread_create(&th, NULL, take_over_then_exit, got), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_msg(got[0] == kept_blocks[2] && got[1] == kept_blocks[1] && got[2] == kept_blocks[0],
+                  "the next thread did not take over the kept stack: freed %p %p %p, got %p %p %p", kept_blocks[0],
+                  kept_blocks[1], kept_blocks[2], got[0], got[1], got[2]);
+    fastmm_get_usage(&again);
+    fastmm_process_pending_frees();
+    fastmm_get_usage(&released);
+    ck_assert_msg(released.allocated_bytes + 3 * KEPT_SIZE <= again.allocated_bytes,
+                  "kept blocks not given back by fastmm_process_pending_frees: allocated %zu with them, %zu after",
+                  again.allocated_bytes, released.allocated_bytes);
+}
+END_TEST
+
 Suite *suite_threads(void)
 {
     Suite *s = suite_create("threads");
@@ -523,6 +577,7 @@ Suite *suite_threads(void)
     tc = tcase_create("turnover");
     tcase_set_timeout(tc, TEST_TIMEOUT);
     tcase_add_test(tc, test_thread_rounds);
+    tcase_add_test(tc, test_exited_thread_cache_kept);
     suite_add_tcase(s, tc);
 
     return s;
