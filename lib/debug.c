@@ -118,10 +118,20 @@ static uint32_t header_checksum(const debug_header_t *h)
 }
 #undef FIELD
 
-/* 2 x depth pointers: a multiple of 8 bytes on both word sizes */
+/* Over the 2 x depth trace pointers (a multiple of 8 bytes on both word sizes). Its first byte
+ * in memory is the first one an off-by-one write hits, most often with a string's terminating
+ * 0: it is never 0, so that overrun is always caught (any other value, or a 0 there by chance
+ * in 1 of 256 blocks, could match the byte it overwrites). */
 static uint32_t footer_checksum(const debug_header_t *h)
 {
-    return xor_words(footer_of(h) + 4, 2u * h->stack_depth * sizeof(uintptr_t));
+    uint32_t sum = xor_words(footer_of(h) + 4, 2u * h->stack_depth * sizeof(uintptr_t));
+    unsigned char first;
+    memcpy(&first, &sum, 1);
+    if (first == 0) {
+        first = 0x5a;
+        memcpy(&sum, &first, 1);
+    }
+    return sum;
 }
 
 static void set_checksums(debug_header_t *h)

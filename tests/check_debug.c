@@ -391,7 +391,7 @@ static size_t waf_size(int i)
 
 /* Blocks the allocator refused to reuse (kept out of circulation for good): a pointer to each
  * is kept, so that Memcheck (check-valgrind) sees them as reachable, not lost. */
-static void *quarantined[1024];
+static void *quarantined[1536];
 static size_t n_quarantined;
 
 /* Modifies byte k of the freed block p (n bytes), runs the scan, requires exactly one report
@@ -492,6 +492,38 @@ START_TEST(test_write_after_free_every_byte)
         }
         r = fastmm_debug_scan();
         REQUIRE(r == 0, "after the reuse checks: fastmm_debug_scan() = %zu", r);
+    }
+}
+END_TEST
+
+/* The commonest overrun, a string terminator one byte past the end, is caught in every block:
+ * the footer's first byte is never 0 (debug.c, footer_checksum). The footer checksum covers the
+ * stack traces; a capture hook that records a different first address for each of 256 blocks
+ * makes that byte take every value, so a checksum that could start with 0 misses one of them. */
+static uintptr_t trace_word;
+static void counting_capture(uintptr_t *addresses, unsigned depth)
+{
+    for (unsigned i = 0; i < depth; i++)
+        addresses[i] = i == 0 ? trace_word : 0;
+}
+
+START_TEST(test_zero_overrun_always_caught)
+{
+    fastmm_debug_set_stack_depth(4);
+    fastmm_set_stack_trace_hooks(counting_capture, NULL);
+    for (unsigned i = 0; i < 256; i++) {
+        size_t n = 24 + i % 40;
+        trace_word = (uintptr_t)0x12345600u + i;
+        unsigned char *p = xmalloc(n);
+        size_t before = evn();
+        p[n] = 0;
+        escape(p + n);
+        free_keep(p);
+        REQUIRE(evn() == before + 1 && EV(before).type == FASTMM_EVENT_FOOTER_CORRUPTION,
+                "a 0 written past a %zu-byte block (trace word %#lx) was not reported as a footer corruption", n,
+                (unsigned long)trace_word);
+        if (n_quarantined < sizeof quarantined / sizeof quarantined[0])
+            quarantined[n_quarantined++] = p;
     }
 }
 END_TEST
@@ -1641,6 +1673,7 @@ Suite *suite_debug(void)
     tcase_add_test(tc, test_fill_patterns);
     tcase_add_loop_test(tc, test_write_after_free_every_byte, 0, N_WAF);
     tcase_add_loop_test(tc, test_cached_debug_block_vetted_in_normal_mode, 0, 2);
+    tcase_add_test(tc, test_zero_overrun_always_caught);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("misuse");
