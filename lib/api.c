@@ -243,7 +243,7 @@ FM_EXPORT void *fastmm_malloc(size_t size)
         return fm_debug_alloc(size, FM_DEBUG_FILL_ALLOCATED);
     void *p = fm_track_new(fm_alloc(size), size, false);
     if (fm_load_relaxed(&fm_erase_allocated) && p != NULL) /* malloc only: not calloc or realloc */
-        fm_kernels.fill(p, FM_DEBUG_FILL_ALLOCATED, fm_track_usable(p, fm_block_usable(p, fm_block_classify(p))));
+        fm_fill(p, FM_DEBUG_FILL_ALLOCATED, fm_track_usable(p, fm_block_usable(p, fm_block_classify(p))));
     return p;
 }
 
@@ -259,7 +259,7 @@ static FM_NOINLINE void free_slow(void *p, fm_block_ref_t ref)
     } else {
         size_t usable = fm_block_usable(p, ref);
         if (fm_load_relaxed(&fm_erase_freed)) /* the whole usable area, as FastMM5 does */
-            fm_kernels.fill(p, 0x80, fm_track_usable(p, usable));
+            fm_fill(p, 0x80, fm_track_usable(p, usable));
         fm_track_free(p, usable, ref.kind == FM_BLOCK_MEDIUM, false);
         if (ref.kind != FM_BLOCK_MEDIUM || fm_load_relaxed(&fm_erase_freed))
             fm_free_classified(p, ref);

@@ -337,10 +337,10 @@ static bool freed_pattern_ok(debug_header_t *h, bool refill)
         skip = sizeof first;
     }
     if (!refill || n - skip < FM_KERNELS_ASM_MIN_SIZE)
-        return fm_kernels.check_fill(u + skip, FILL_FREED, n - skip);
+        return fm_check_fill(u + skip, FILL_FREED, n - skip);
     size_t done = fm_kernels.check_refill(u + skip, FILL_FREED, FILL_ALLOCATED, n - skip);
     if (done != n - skip) {
-        fm_kernels.fill(u + skip, FILL_FREED, done); /* those bytes were checked: FILL_FREED */
+        fm_fill(u + skip, FILL_FREED, done); /* those bytes were checked: FILL_FREED */
         return false;
     }
     prefilled.outer = h;
@@ -445,10 +445,10 @@ static void *init_block(char *outer, size_t size, unsigned depth, int fill)
     if (fill == FILL_ALLOCATED && prefilled.outer == outer && prefilled.from < size) {
         /* the reuse check left [from, to) holding the fill: only the rest is written */
         size_t to = prefilled.to < size ? prefilled.to : size;
-        fm_kernels.fill(h + 1, (uint8_t)fill, prefilled.from);
-        fm_kernels.fill((char *)(h + 1) + to, (uint8_t)fill, size - to);
+        fm_fill(h + 1, (uint8_t)fill, prefilled.from);
+        fm_fill((char *)(h + 1) + to, (uint8_t)fill, size - to);
     } else if (fill >= 0) {
-        fm_kernels.fill(h + 1, (uint8_t)fill, size);
+        fm_fill(h + 1, (uint8_t)fill, size);
     }
     prefilled.outer = NULL;
     set_debug_info(h);
@@ -648,7 +648,7 @@ static void free_debug_block(void *p, fm_block_ref_t ref, const char *operation)
         u += sizeof marker;
         n -= sizeof marker;
     }
-    fm_kernels.fill(u, FILL_FREED, n);
+    fm_fill(u, FILL_FREED, n);
     h->flags = FLAGS_FREED;
     set_checksums(h);
     set_debug_info(h);

@@ -131,11 +131,10 @@ static bool check_fill_asm_avx2(const void *p, uint8_t byte, size_t n)
  * version, by ifunc) beat both on the benchmark machine (128 B: 3.0 TSC cycles against 4.8
  * SSE2 and 5.4 AVX2; 512 B: 5.3 against 9.8 and 7.1), from 1 KiB the AVX2 fill wins (1 KiB:
  * 10.3 against 12.4; 4 KiB: 40 against memset's 74, where it switches to rep stosb). */
-#define FILL_ASM_MIN_SIZE 1024
 
 static void fill_asm(void *p, uint8_t byte, size_t n)
 {
-    if (n >= FILL_ASM_MIN_SIZE)
+    if (n >= FM_KERNELS_FILL_MIN_SIZE)
         fm_fill_sse2(p, byte, n);
     else
         memset(p, byte, n);
@@ -144,7 +143,7 @@ static void fill_asm(void *p, uint8_t byte, size_t n)
 #if defined(FASTMM_ASM_X86_64)
 static void fill_asm_avx2(void *p, uint8_t byte, size_t n)
 {
-    if (n >= FILL_ASM_MIN_SIZE)
+    if (n >= FM_KERNELS_FILL_MIN_SIZE)
         fm_fill_avx2(p, byte, n);
     else
         memset(p, byte, n);
