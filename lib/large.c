@@ -328,30 +328,38 @@ void *fm_large_resize(void *p, size_t new_size)
         }
         fm_os_unmap(base + old_map, new_map - old_map);
     }
-    /* Move: take the block off its arena list while its address changes. */
+    /* Move: onto a target reserved and described in the ownership map first, so that a failure
+     * at any step leaves the block where it was, mapped and registered (nothing is lost). */
+    char *target = fm_os_move_target(old_map, new_map);
+    if (target == NULL)
+        return NULL;
+    fm_large_header_t *moved_h = (fm_large_header_t *)(target + lead - FM_LARGE_HEADER);
+    if (!fm_pagemap_register(target, new_map, moved_h, FM_REGION_LARGE)) {
+        fm_os_drop_move_target(target, old_map, new_map);
+        return NULL;
+    }
+    /* The block leaves its arena list and the map while its address changes. */
     fm_large_manager_t *m = h->manager;
     fm_lock_wait(&m->lock);
     unlink_locked(m, h);
     fm_lock_release(&m->lock);
     fm_pagemap_unregister(base, old_map);
-    char *moved = fm_os_move(base, old_map, new_map);
-    if (moved != NULL) {
-        h = (fm_large_header_t *)(moved + lead - FM_LARGE_HEADER);
+    if (fm_os_move_onto(base, old_map, new_map, target)) {
+        h = moved_h;
         drop_spare(h, 0); /* the new mapping is exactly the block */
-        h->map_base = moved;
+        h->map_base = target;
         h->map_size = new_map;
         h->user_size = new_size;
-    }
-    if (!fm_pagemap_register(h->map_base, h->map_size, h, FM_REGION_LARGE)) {
-        /* cannot describe it any more: give the memory back rather than lose track of it */
-        drop_spare(h, 0);
-        fm_os_unmap(h->map_base, h->map_size);
-        return NULL;
+    } else {
+        fm_pagemap_unregister(target, new_map);
+        fm_os_drop_move_target(target, old_map, new_map);
+        /* its leaves exist (it was registered a moment ago): this cannot fail */
+        fm_pagemap_register(base, old_map, h, FM_REGION_LARGE);
     }
     m = lock_any();
     link_locked(m, h);
     fm_lock_release(&m->lock);
-    return moved != NULL ? (char *)h + FM_LARGE_HEADER : NULL;
+    return h == moved_h ? (char *)h + FM_LARGE_HEADER : NULL;
 }
 
 void fm_large_lock_all(void)

@@ -17,7 +17,10 @@
 void *fm_os_map(size_t size);                     /* chunk-aligned, zeroed; NULL on failure */
 void fm_os_unmap(void *p, size_t size);
 bool fm_os_grow_in_place(void *p, size_t old_size, size_t new_size);
-void *fm_os_move(void *p, size_t old_size, size_t new_size); /* page move, chunk-aligned result */
+/* Page moves (mremap): reserve a chunk-aligned target, then move onto it, or drop it. */
+void *fm_os_move_target(size_t old_size, size_t new_size);
+void fm_os_drop_move_target(void *target, size_t old_size, size_t new_size);
+bool fm_os_move_onto(void *p, size_t old_size, size_t new_size, void *target);
 void fm_os_trim(void *p, size_t size);            /* drop the pages' contents (MADV_DONTNEED) */
 size_t fm_os_page_size(void);
 size_t fm_os_mapped_bytes(void);                  /* what fastmm_os_memory() reports */

@@ -104,28 +104,41 @@ bool fm_os_grow_in_place(void *p, size_t old_size, size_t new_size)
     return true;
 }
 
-void *fm_os_move(void *p, size_t old_size, size_t new_size)
+/* A chunk-aligned mapping of new_size bytes for fm_os_move_onto, accounted as the growth only
+ * (the old pages travel). Reserved first, so that the caller can describe it (pagemap) before
+ * anything moves. */
+void *fm_os_move_target(size_t old_size, size_t new_size)
 {
     if (new_size > old_size && !account_map(new_size - old_size)) {
         errno = ENOMEM;
         return NULL;
     }
-    /* Reserve a chunk-aligned target, then let the kernel move the page tables onto it: the
-     * contents travel without a copy. */
     void *target = map_aligned(new_size);
-    void *moved = target == NULL ? MAP_FAILED
-                                 : mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, target);
-    if (moved == MAP_FAILED) {
-        if (target != NULL)
-            munmap(target, new_size);
+    if (target == NULL) {
         if (new_size > old_size)
             fm_sub_relaxed(&mapped_bytes, new_size - old_size);
         errno = ENOMEM;
-        return NULL;
     }
+    return target;
+}
+
+/* A target that was not used goes back. */
+void fm_os_drop_move_target(void *target, size_t old_size, size_t new_size)
+{
+    munmap(target, new_size);
+    if (new_size > old_size)
+        fm_sub_relaxed(&mapped_bytes, new_size - old_size);
+}
+
+/* Moves the pages of [p, p + old_size) onto target: the kernel moves the page tables, the
+ * contents travel without a copy. False: nothing moved (the caller drops the target). */
+bool fm_os_move_onto(void *p, size_t old_size, size_t new_size, void *target)
+{
+    if (mremap(p, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, target) == MAP_FAILED)
+        return false;
     if (new_size < old_size)
         fm_sub_relaxed(&mapped_bytes, old_size - new_size);
-    return moved;
+    return true;
 }
 
 void fm_os_trim(void *p, size_t size) { madvise(p, size, MADV_DONTNEED); }

@@ -190,8 +190,10 @@ static fm_tcache_t *create(void)
         return NULL;
     fm_tcache_current = TC_OFF; /* anything allocated meanwhile bypasses the cache */
     fm_tcache_t *tc = pool_take();
-    if (tc == NULL)
+    if (tc == NULL) {
+        fm_tcache_current = TC_NONE; /* the OS refused memory: a later request tries again */
         return NULL;
+    }
     if (!tc->kept) { /* else it comes with an exited thread's blocks */
         for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++)
             tc->bins[c] = (fm_tcache_bin_t){NULL, 0};
@@ -202,6 +204,7 @@ static fm_tcache_t *create(void)
     tc->kept = false;
     if (pthread_setspecific(exit_key, tc) != 0) {
         pool_give_back(tc, true);
+        fm_tcache_current = TC_NONE;
         return NULL;
     }
     fm_tcache_current = tc;
