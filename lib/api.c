@@ -87,25 +87,22 @@ bool fm_block_mark_free(void *p)
     return true;
 }
 
-/* A live medium block of a cached size (block bytes) freed into this thread's medium cache, or
- * to its arena when the cache does not take it; a second free is reported. */
-void fm_free_medium_cached(void *p, size_t block)
+/* A live small or medium block freed into this thread's cache (its class's stack, or its medium
+ * bin's when that size is cached), else to its arena; a second free is reported. The slow
+ * paths' way there: free()'s out-of-line medium case and debug blocks (debug.c). */
+void fm_free_cached(void *p, fm_block_ref_t ref)
 {
-    if (!fm_block_mark_free(p))
+    if (!fm_block_mark_free(p)) {
         fm_event_invalid_pointer("free", p, "the block was already freed");
-    else if (!fm_tcache_medium_put(p, block))
+        return;
+    }
+    if (ref.kind == FM_BLOCK_SMALL) {
+        fm_small_span_t *span = ref.owner;
+        if (!fm_tcache_small_put(p, span->class_index))
+            fm_small_free(p, span);
+    } else if (!fm_tcache_medium_put(p, fm_medium_block_size(p))) { /* refuses uncached sizes */
         fm_medium_free(p);
-}
-
-/* A live small block freed onto its class's stack in this thread's cache, or to its arena when
- * the thread has no cache; a second free is reported. For debug blocks (debug.c): plain ones
- * take free()'s inline path. */
-void fm_free_small_cached(void *p, fm_small_span_t *span)
-{
-    if (!fm_block_mark_free(p))
-        fm_event_invalid_pointer("free", p, "the block was already freed");
-    else if (!fm_tcache_small_put(p, span->class_index))
-        fm_small_free(p, span);
+    }
 }
 
 void fm_free_classified(void *p, fm_block_ref_t ref)
@@ -264,7 +261,7 @@ static FM_NOINLINE void free_slow(void *p, fm_block_ref_t ref)
         if (ref.kind != FM_BLOCK_MEDIUM || fm_load_relaxed(&fm_erase_freed))
             fm_free_classified(p, ref);
         else
-            fm_free_medium_cached(p, usable + FM_MEDIUM_HEADER);
+            fm_free_cached(p, ref);
     }
     errno = saved;
 }
@@ -297,12 +294,19 @@ FM_INLINE fm_small_span_t *live_small_block(const void *p, const fm_medium_span_
     return s;
 }
 
-/* A live plain medium block of medium span ms (the bounds first: only then may its header be
- * read) that fits this thread's cache: its block size, else 0. */
+/* Whether p is a live plain medium block of medium span ms (the bounds first: only then may
+ * its header be read). */
+FM_INLINE bool live_medium_block(const void *p, const fm_medium_span_t *ms)
+{
+    return fm_medium_validate(p, ms) && fm_flags_get(p) == FM_FLAG_MEDIUM &&
+           !fm_load_relaxed(&fm_medium_header_of(p)->is_small_span);
+}
+
+/* A live plain medium block of medium span ms that fits this thread's cache: its block size,
+ * else 0. */
 FM_INLINE size_t cacheable_medium_block(const void *p, const fm_medium_span_t *ms, const fm_tcache_t *tc)
 {
-    if (!fm_medium_validate(p, ms) || fm_flags_get(p) != FM_FLAG_MEDIUM ||
-        fm_load_relaxed(&fm_medium_header_of(p)->is_small_span))
+    if (!live_medium_block(p, ms))
         return 0;
     size_t block = fm_medium_block_size(p);
     /* over the budget only with other blocks there: an empty cache takes any cacheable block
@@ -382,13 +386,9 @@ FM_EXPORT void fastmm_free(void *p)
                 block = cacheable_medium_block(p, ms, tc);
             if (FM_LIKELY(s != NULL)) {
                 unsigned c = s->class_index;
-                fm_tcache_bin_t *bin = &tc->bins[c];
                 fm_track_free(p, s->block_size - 2u, false, false);
                 fm_flags_set(p, fm_flags_get(p) | FM_FLAG_FREE);
-                *(void **)p = bin->head;
-                bin->head = p;
-                if (FM_UNLIKELY(++bin->count > fm_tcache_limits[c]))
-                    fm_tcache_overflow(tc, c);
+                fm_tcache_push(tc, c, p);
                 return;
             }
             if (block != 0) {
@@ -452,8 +452,7 @@ FM_EXPORT void *fastmm_realloc(void *p, size_t size)
         /* The same for a live plain medium block that stays in place (realloc.c: down to half
          * its size): a string grown by small appends through the medium range (growth-string)
          * spent 30% of its time classifying the block again and measuring it. */
-        if (fm_medium_validate(p, ms) && fm_flags_get(p) == FM_FLAG_MEDIUM &&
-            !fm_load_relaxed(&fm_medium_header_of(p)->is_small_span)) {
+        if (live_medium_block(p, ms)) {
             size_t old = fm_medium_block_size(p) - FM_MEDIUM_HEADER;
             if (size <= old && size >= old / 2 && !fm_load_relaxed(&fm_debug_on))
                 return p;

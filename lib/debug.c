@@ -660,15 +660,10 @@ static void free_debug_block(void *p, fm_block_ref_t ref, const char *operation)
      * is still the first one reused and a write after free is caught at the next allocation of
      * that size, as in FastMM5; it keeps DEBUG_INFO and its pattern there, so the scan checks
      * it, and taking it vets it (tcache.c, and malloc's inline path leaves such blocks to it). */
-    size_t block = ref.kind == FM_BLOCK_MEDIUM ? fm_medium_block_size(h) : 0;
-    if (fm_load_relaxed(&fm_erase_freed))
+    if (ref.kind == FM_BLOCK_LARGE || fm_load_relaxed(&fm_erase_freed))
         fm_free_classified(h, ref);
-    else if (ref.kind == FM_BLOCK_SMALL)
-        fm_free_small_cached(h, ref.owner);
-    else if (block != 0 && block - FM_MEDIUM_HEADER <= FM_TCACHE_MEDIUM_MAX_USER)
-        fm_free_medium_cached(h, block);
     else
-        fm_free_classified(h, ref);
+        fm_free_cached(h, ref);
 }
 
 /* free() of a debug block's user pointer (freed, or reported as a double free): true. False if

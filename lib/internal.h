@@ -202,6 +202,15 @@ bool fm_tcache_small_put(void *p, unsigned class_index); /* p flagged FREE; fals
 bool fm_tcache_medium_release(void);                  /* this thread's medium blocks to the arenas */
 bool fm_tcache_release_kept(void);                    /* exited threads' kept blocks to the arenas */
 #define FM_TCACHE_USABLE(tc) ((uintptr_t)(tc) > 1u)
+/* Pushes a small block (flagged FREE) on its class's stack; over the limit, half goes back. */
+FM_INLINE void fm_tcache_push(fm_tcache_t *tc, unsigned c, void *p)
+{
+    fm_tcache_bin_t *bin = &tc->bins[c];
+    *(void **)p = bin->head;
+    bin->head = p;
+    if (FM_UNLIKELY(++bin->count > fm_tcache_limits[c]))
+        fm_tcache_overflow(tc, c);
+}
 
 /* ---- medium.c ---- */
 extern fm_medium_manager_t fm_medium_managers[FM_MEDIUM_ARENAS];
@@ -265,8 +274,7 @@ void *fm_alloc(size_t size);
 void *fm_track_new(void *p, size_t size, bool zeroed);
 void *fm_alloc_aligned(size_t alignment, size_t size);
 void fm_free_classified(void *p, fm_block_ref_t ref);
-void fm_free_medium_cached(void *p, size_t block);
-void fm_free_small_cached(void *p, fm_small_span_t *span);
+void fm_free_cached(void *p, fm_block_ref_t ref); /* small or medium */
 void fm_ensure_init(void);
 extern bool fm_ready;
 

@@ -246,11 +246,7 @@ bool fm_tcache_small_put(void *p, unsigned c)
     fm_tcache_t *tc = fm_tcache_current;
     if (!FM_TCACHE_USABLE(tc))
         return false;
-    fm_tcache_bin_t *bin = &tc->bins[c];
-    *(void **)p = bin->head;
-    bin->head = p;
-    if (++bin->count > fm_tcache_limits[c])
-        fm_tcache_overflow(tc, c);
+    fm_tcache_push(tc, c, p);
     return true;
 }
 
