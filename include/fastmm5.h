@@ -273,8 +273,9 @@ FASTMM_API void fastmm_write_json(int fd);
 /* ===================================================================================== */
 
 /* FastMM5's optimization strategy: medium spans of 4 MiB (speed), 3 MiB (balanced, default) or
- * 1.5 MiB (low memory, which also gives every empty medium span back to the OS at once). A switch
- * applies to the spans created after it. FASTMM5_STRATEGY=speed|balanced|low-memory. */
+ * 1.5 MiB (low memory, which also gives every empty medium span back to the OS at once, and every
+ * freed large block's mapping, where the others keep a few for reuse). A switch applies to the
+ * spans created after it. FASTMM5_STRATEGY=speed|balanced|low-memory. */
 typedef enum fastmm_strategy {
     FASTMM_STRATEGY_SPEED,
     FASTMM_STRATEGY_BALANCED,

@@ -17,8 +17,13 @@
  * A program that allocates and frees large blocks in a loop then pays no mmap, munmap, page
  * faults or TLB shootdowns each time, which is what glibc gets by serving such sizes from its
  * heap once its mmap threshold has risen. malloc_trim, a refused mapping (for a large block or
- * a medium span), a memory limit (none are kept under one) and debug mode (where a freed large
- * block is unmapped so that a use after free faults) give them back.
+ * a medium span), a memory limit (none are kept under one), the low-memory strategy (none are
+ * kept under it: FastMM5's behaviour) and debug mode (where a freed large block is unmapped so
+ * that a use after free faults) give them back.
+ * The price of keeping them: every page any user of a kept mapping touched stays resident (a
+ * loop over sizes that writes each block's first and last byte ends up with ~2x glibc's peak
+ * RSS); giving the pages back on each reuse cost 10-30x the time here (bench notes), so that is
+ * what the low-memory strategy is for.
  */
 #include "internal.h"
 
@@ -73,7 +78,7 @@ static void release(fm_large_header_t *h)
 {
     drop_spare(h, 0);
     if ((void *)h != h->map_base || h->map_size > RETAIN_BYTES / 2 || fm_load_relaxed(&fm_debug_on) || fm_os_limit() != 0 ||
-        (fm_load_relaxed(&h->flags) & FM_FLAG_DEBUG_INFO)) {
+        fm_load_relaxed(&fm_options.strategy) == FM_STRATEGY_LOW_MEMORY || (fm_load_relaxed(&h->flags) & FM_FLAG_DEBUG_INFO)) {
         unmap_block(h);
         return;
     }

@@ -3,7 +3,9 @@
  * usage limit, and the nested minimum alignment.
  *
  * Strategy: fm_options.strategy is read by medium.c for every new span (fm_options_medium_span_size)
- * and whenever a span empties (keep_empty_span), so a switch needs nothing more than the store.
+ * and whenever a span empties (keep_empty_span), and by large.c whenever a large block is freed
+ * (whether its mapping may be kept), so a switch needs nothing more than the store and, into
+ * low-memory, giving back what the other strategies kept.
  *
  * Minimum alignment, as FastMM5 does it (facts section 2.10): medium and large blocks are always
  * 64-byte aligned and a small block is aligned to the largest power of two dividing its class
@@ -24,9 +26,12 @@ FM_EXPORT bool fastmm_set_strategy(fastmm_strategy_t strategy)
         return false;
     fm_ensure_init();
     fm_store_relaxed(&fm_options.strategy, (fm_strategy_t)strategy);
-    /* Low memory gives every empty medium span back at once: also the one kept so far. */
-    if (strategy == FASTMM_STRATEGY_LOW_MEMORY)
+    /* Low memory gives every empty medium span back at once, also the one kept so far, and
+     * keeps no freed large mapping (large.c): those kept so far go back too. */
+    if (strategy == FASTMM_STRATEGY_LOW_MEMORY) {
         fm_medium_trim();
+        fm_large_release_retained();
+    }
     return true;
 }
 

@@ -610,7 +610,7 @@ END_TEST
 
 /* Guards the retention limits: malloc_trim gives retained mappings back to the OS, and in debug
  * mode a freed large block is not retained at all (its pages are unmapped, so that a use after
- * free faults). */
+ * free faults), nor under the low-memory strategy (switching to it releases the kept ones). */
 START_TEST(test_retained_mappings_released)
 {
     size_t n = (size_t)4 << 20;
@@ -630,6 +630,24 @@ START_TEST(test_retained_mappings_released)
     after = fastmm_os_memory();
     fastmm_debug_exit();
     ck_assert_msg(after + n <= before, "a large block freed in debug mode stayed mapped: OS memory %zu -> %zu",
+                  before, after);
+
+    /* the low-memory strategy keeps none, and switching to it gives back those kept so far */
+    p = malloc(n);
+    ck_assert_ptr_nonnull(p);
+    free(launder_ptr(p));
+    before = fastmm_os_memory();
+    ck_assert(fastmm_set_strategy(FASTMM_STRATEGY_LOW_MEMORY));
+    after = fastmm_os_memory();
+    ck_assert_msg(after + n <= before, "switching to low-memory kept the retained mapping: OS memory %zu -> %zu",
+                  before, after);
+    p = malloc(n);
+    ck_assert_ptr_nonnull(p);
+    before = fastmm_os_memory();
+    free(launder_ptr(p));
+    after = fastmm_os_memory();
+    ck_assert(fastmm_set_strategy(FASTMM_STRATEGY_BALANCED));
+    ck_assert_msg(after + n <= before, "a large block freed under low-memory stayed mapped: OS memory %zu -> %zu",
                   before, after);
     ck_assert_int_eq(ev_count, 0);
 }
