@@ -204,37 +204,49 @@ void *fm_alloc_aligned(size_t alignment, size_t size)
 
 /* ---- public entry points (section 1); override.c maps the C library names onto these ---- */
 
-/* The common case in a few instructions: a free block of the class (small) or bin (medium up
- * to 64 KiB) from this thread's cache. */
-FM_EXPORT void *fastmm_malloc(size_t size)
+/* A free block of the class (small) or bin (medium up to 64 KiB) from this thread's cache, or
+ * NULL. tracked: tell memcheck (fm_track_on; a constant false in malloc's frameless path). */
+FM_INLINE void *cache_take(fm_tcache_t *tc, size_t size, bool tracked)
+{
+    if (FM_LIKELY(size <= FM_SMALL_MAX_USER)) {
+        unsigned c = fm_small_class_of(size);
+        fm_tcache_bin_t *bin = &tc->bins[c];
+        void *b = bin->head;
+        /* a freed debug block (DEBUG_INFO) is vetted first: fm_tcache_refill */
+        if (FM_LIKELY(b != NULL) && FM_LIKELY(!(fm_flags_get(b) & FM_FLAG_DEBUG_INFO))) {
+            bin->head = *(void **)b;
+            bin->count--;
+            fm_flags_set(b, fm_flags_get(b) & ~FM_FLAG_FREE);
+            if (tracked)
+                fm_track_alloc(b, size, fm_small_class_sizes[c] - 2u, false);
+            return b;
+        }
+    } else if (size <= FM_TCACHE_MEDIUM_MAX_USER) {
+        void **head = &tc->medium[fm_tcache_medium_bin_for(size)];
+        void *b = *head;
+        /* a freed debug block (DEBUG_INFO) is vetted first: fm_tcache_medium_take */
+        if (b != NULL && FM_LIKELY(fm_flags_get(b) == (FM_FLAG_MEDIUM | FM_FLAG_FREE))) {
+            size_t block = fm_medium_block_size(b);
+            *head = *(void **)b;
+            tc->medium_bytes -= block;
+            fm_flags_set(b, FM_FLAG_MEDIUM);
+            if (tracked)
+                fm_track_alloc(b, size, block - FM_MEDIUM_HEADER, false);
+            return b;
+        }
+    }
+    return NULL;
+}
+
+/* Everything malloc does beyond its frameless path: the cache under memcheck, debug mode, the
+ * arenas. */
+static FM_NOINLINE void *malloc_full(size_t size)
 {
     fm_tcache_t *tc = fm_tcache_current;
-    if (FM_LIKELY(FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_slow_alloc))) {
-        if (FM_LIKELY(size <= FM_SMALL_MAX_USER)) {
-            unsigned c = fm_small_class_of(size);
-            fm_tcache_bin_t *bin = &tc->bins[c];
-            void *b = bin->head;
-            /* a freed debug block (DEBUG_INFO) is vetted first: fm_tcache_refill */
-            if (FM_LIKELY(b != NULL) && FM_LIKELY(!(fm_flags_get(b) & FM_FLAG_DEBUG_INFO))) {
-                bin->head = *(void **)b;
-                bin->count--;
-                fm_flags_set(b, fm_flags_get(b) & ~FM_FLAG_FREE);
-                fm_track_alloc(b, size, fm_small_class_sizes[c] - 2u, false);
-                return b;
-            }
-        } else if (size <= FM_TCACHE_MEDIUM_MAX_USER) {
-            void **head = &tc->medium[fm_tcache_medium_bin_for(size)];
-            void *b = *head;
-            /* a freed debug block (DEBUG_INFO) is vetted first: fm_tcache_medium_take */
-            if (b != NULL && FM_LIKELY(fm_flags_get(b) == (FM_FLAG_MEDIUM | FM_FLAG_FREE))) {
-                size_t block = fm_medium_block_size(b);
-                *head = *(void **)b;
-                tc->medium_bytes -= block;
-                fm_flags_set(b, FM_FLAG_MEDIUM);
-                fm_track_alloc(b, size, block - FM_MEDIUM_HEADER, false);
-                return b;
-            }
-        }
+    if (fm_track_on && FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_debug_on) && !fm_load_relaxed(&fm_erase_allocated)) {
+        void *b = cache_take(tc, size, true);
+        if (b != NULL)
+            return b;
     }
     if (fm_load_relaxed(&fm_debug_on))
         return fm_debug_alloc(size, FM_DEBUG_FILL_ALLOCATED);
@@ -242,6 +254,20 @@ FM_EXPORT void *fastmm_malloc(size_t size)
     if (fm_load_relaxed(&fm_erase_allocated) && p != NULL) /* malloc only: not calloc or realloc */
         fm_fill(p, FM_DEBUG_FILL_ALLOCATED, fm_track_usable(p, fm_block_usable(p, fm_block_classify(p))));
     return p;
+}
+
+/* The common case in a few instructions: a block from this thread's cache. Nothing here calls a
+ * function except in tail position, so the compiler needs no stack frame (with the memcheck
+ * calls inline, it saved two registers and made one on every call). */
+FM_EXPORT void *fastmm_malloc(size_t size)
+{
+    fm_tcache_t *tc = fm_tcache_current;
+    if (FM_LIKELY(FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_slow_alloc))) { /* includes fm_track_on */
+        void *b = cache_take(tc, size, false);
+        if (FM_LIKELY(b != NULL))
+            return b;
+    }
+    return malloc_full(size);
 }
 
 static FM_NOINLINE void free_slow(void *p, fm_block_ref_t ref)
@@ -311,7 +337,7 @@ FM_INLINE size_t cacheable_medium_block(const void *p, const fm_medium_span_t *m
     size_t block = fm_medium_block_size(p);
     /* over the budget only with other blocks there: an empty cache takes any cacheable block
      * (a 64 KiB malloc/free loop stays on this path; tcache.c flushes the others otherwise) */
-    if (fm_medium_bin_of(block) >= FM_TCACHE_MEDIUM_BINS ||
+    if (block - FM_MEDIUM_MIN_BLOCK >= FM_TCACHE_MEDIUM_BLOCK_END - FM_MEDIUM_MIN_BLOCK || /* unsigned: both ends */
         (tc->medium_bytes != 0 && tc->medium_bytes + block > FM_TCACHE_MEDIUM_BYTES) ||
         fm_os_limit() != 0) /* under a memory limit a cached block would pin its span */
         return 0;
@@ -365,39 +391,41 @@ static FM_NOINLINE bool free_debug_block(void *p)
     return done;
 }
 
-/*
- * Live plain small blocks, and plain medium blocks of the cached sizes while this thread's cache
- * has room, go to this thread's cache (still counted as in use by their spans, flagged FREE),
- * so no lock is taken. Everything else, and every pointer these exact checks do not accept, is
- * classified in full (fails closed) and freed or reported out of line.
- */
-FM_EXPORT void fastmm_free(void *p)
+/* Pushes a freed plain block the exact checks accepted onto this thread's cache: small (s) or
+ * medium (block bytes). tracked: tell memcheck first (a constant false in free's frameless path). */
+FM_INLINE void cache_put(fm_tcache_t *tc, void *p, fm_small_span_t *s, size_t block, bool tracked)
+{
+    if (s != NULL) {
+        if (tracked)
+            fm_track_free(p, s->block_size - 2u, false, false);
+        fm_flags_set(p, fm_flags_get(p) | FM_FLAG_FREE);
+        fm_tcache_push(tc, s->class_index, p);
+    } else {
+        unsigned b = fm_tcache_medium_bin_of(block);
+        if (tracked)
+            fm_track_free(p, block - FM_MEDIUM_HEADER, true, false);
+        fm_flags_set(p, FM_FLAG_MEDIUM | FM_FLAG_FREE);
+        *(void **)p = tc->medium[b];
+        tc->medium[b] = p;
+        tc->medium_bytes += block;
+    }
+}
+
+/* Everything free does beyond its frameless path: the cache under memcheck (with its reads
+ * made quietly), debug blocks, the arenas, and every pointer the exact checks do not accept,
+ * which is classified in full (fails closed) and freed or reported out of line. */
+static FM_NOINLINE void free_full(void *p)
 {
     fm_tcache_t *tc = fm_tcache_current;
-    if (FM_LIKELY(FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_erase_freed))) {
+    if (fm_track_on && FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_erase_freed)) {
         uintptr_t entry = fm_pagemap_lookup(p);
-        if (FM_LIKELY((entry & FM_REGION_TYPE_MASK) == FM_REGION_MEDIUM_SPAN)) {
+        if ((entry & FM_REGION_TYPE_MASK) == FM_REGION_MEDIUM_SPAN) {
             const fm_medium_span_t *ms = (const fm_medium_span_t *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK);
             fm_small_span_t *s;
-            size_t block = 0;
-            if (FM_UNLIKELY(fm_track_on))
-                find_cacheable_quietly(p, ms, tc, &s, &block);
-            else if ((s = live_small_block(p, ms)) == NULL)
-                block = cacheable_medium_block(p, ms, tc);
-            if (FM_LIKELY(s != NULL)) {
-                unsigned c = s->class_index;
-                fm_track_free(p, s->block_size - 2u, false, false);
-                fm_flags_set(p, fm_flags_get(p) | FM_FLAG_FREE);
-                fm_tcache_push(tc, c, p);
-                return;
-            }
-            if (block != 0) {
-                unsigned b = fm_medium_bin_of(block);
-                fm_track_free(p, block - FM_MEDIUM_HEADER, true, false);
-                fm_flags_set(p, FM_FLAG_MEDIUM | FM_FLAG_FREE);
-                *(void **)p = tc->medium[b];
-                tc->medium[b] = p;
-                tc->medium_bytes += block;
+            size_t block;
+            find_cacheable_quietly(p, ms, tc, &s, &block);
+            if (s != NULL || block != 0) {
+                cache_put(tc, p, s, block, true);
                 return;
             }
         }
@@ -407,6 +435,31 @@ FM_EXPORT void fastmm_free(void *p)
     if (FM_UNLIKELY(fm_track_on ? looks_like_debug_block_quietly(p) : looks_like_debug_block(p)) && free_debug_block(p))
         return;
     free_slow(p, fm_block_classify(p));
+}
+
+/*
+ * Live plain small blocks, and plain medium blocks of the cached sizes while this thread's cache
+ * has room, go to this thread's cache (still counted as in use by their spans, flagged FREE),
+ * so no lock is taken. Like malloc's, this path calls nothing except in tail position and needs
+ * no stack frame (it saved six registers on every call before). Everything else continues in
+ * free_full.
+ */
+FM_EXPORT void fastmm_free(void *p)
+{
+    fm_tcache_t *tc = fm_tcache_current;
+    if (FM_LIKELY(FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_slow_free))) { /* erase-freed, fm_track_on */
+        uintptr_t entry = fm_pagemap_lookup(p);
+        if (FM_LIKELY((entry & FM_REGION_TYPE_MASK) == FM_REGION_MEDIUM_SPAN)) {
+            const fm_medium_span_t *ms = (const fm_medium_span_t *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK);
+            fm_small_span_t *s = live_small_block(p, ms);
+            size_t block = s == NULL ? cacheable_medium_block(p, ms, tc) : 0;
+            if (FM_LIKELY(s != NULL || block != 0)) {
+                cache_put(tc, p, s, block, false);
+                return;
+            }
+        }
+    }
+    free_full(p);
 }
 
 FM_EXPORT void *fastmm_calloc(size_t count, size_t size)

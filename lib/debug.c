@@ -50,7 +50,8 @@ FM_STATIC_ASSERT(offsetof(debug_header_t, flags) == 62, "the flags must end righ
 bool fm_debug_on;
 bool fm_erase_allocated; /* FastMM5's erase modes: a lightweight subset of debug mode (4.10) */
 bool fm_erase_freed;
-bool fm_slow_alloc;      /* debug mode or erase-allocated: malloc skips the thread-cache fast path */
+bool fm_slow_alloc;      /* debug mode, erase-allocated or memcheck: malloc's frameless path is off */
+bool fm_slow_free;       /* erase-freed or memcheck: free's frameless path is off */
 static int debug_counter;
 static int erase_allocated_counter;
 static int erase_freed_counter;
@@ -406,7 +407,8 @@ static void apply_options_locked(void)
     fm_store_release(&fm_erase_allocated, erase_allocated_counter > 0);
     fm_store_release(&fm_erase_freed, erase_freed_counter > 0);
     fm_store_release(&fm_debug_on, on);
-    fm_store_release(&fm_slow_alloc, on || erase_allocated_counter > 0);
+    fm_store_release(&fm_slow_alloc, on || erase_allocated_counter > 0 || fm_track_on);
+    fm_store_release(&fm_slow_free, erase_freed_counter > 0 || fm_track_on);
 }
 
 /* Allocation numbers are unique, and consecutive within a thread, but handed to each thread 64

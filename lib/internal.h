@@ -176,6 +176,14 @@ FM_INLINE unsigned fm_tcache_medium_bin_for(size_t size)
     size_t block = size + FM_MEDIUM_HEADER;
     return block <= FM_MEDIUM_MIN_BLOCK ? 0u : (unsigned)((block - FM_MEDIUM_MIN_BLOCK + 255u) >> 8);
 }
+/* The bin fm_medium_bin_of(block) gives a medium block of FM_MEDIUM_MIN_BLOCK bytes up to (not
+ * including) FM_TCACHE_MEDIUM_BLOCK_END, the sizes whose bins are cached, inline for free()'s
+ * path (those bins are the 256-byte ones). */
+#define FM_TCACHE_MEDIUM_BLOCK_END (FM_MEDIUM_MIN_BLOCK + FM_TCACHE_MEDIUM_BINS * 256u)
+FM_INLINE unsigned fm_tcache_medium_bin_of(size_t block)
+{
+    return (unsigned)((block - FM_MEDIUM_MIN_BLOCK) >> 8);
+}
 typedef struct fm_tcache_bin {
     void *head; /* blocks linked through their first word, flagged FREE */
     unsigned count;
@@ -286,7 +294,7 @@ void fm_stack_format(fm_report_t *r, const uintptr_t *trace, unsigned depth);
 /* ---- debug.c: FastMM5's debug mode ---- */
 #define FM_DEBUG_FILL_ALLOCATED 0x90
 extern bool fm_debug_on;
-extern bool fm_erase_allocated, fm_erase_freed, fm_slow_alloc;
+extern bool fm_erase_allocated, fm_erase_freed, fm_slow_alloc, fm_slow_free;
 void fm_debug_init(void);
 void *fm_debug_alloc(size_t size, int fill); /* fill: 0x90, 0 (calloc) or -1 (none) */
 bool fm_debug_classify(const void *p, fm_block_ref_t *outer_ref);

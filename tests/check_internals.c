@@ -6,7 +6,8 @@
  * The medium bin of a request is computed twice: malloc's inline thread-cache path uses the
  * shift in fm_tcache_medium_bin_for (internal.h), the arenas use fm_medium_round_request and
  * fm_medium_bin_of (sizeclass.c). If they disagreed for some size, a cached block would be
- * handed to a request it is too small for, or never found again.
+ * handed to a request it is too small for, or never found again. The same holds for the bin of
+ * a freed block (free's inline fm_tcache_medium_bin_of against fm_medium_bin_of).
  */
 #include <config.h>
 
@@ -33,11 +34,28 @@ START_TEST(medium_cache_bin_matches_arena_bin)
 }
 END_TEST
 
+/* Guards: free()'s inline bin of a freed medium block (fm_tcache_medium_bin_of) is the bin the
+ * arenas give it, for every block size whose bin the thread cache holds, and the sizes just
+ * outside are not in those bins. */
+START_TEST(medium_block_bin_inline_matches)
+{
+    for (size_t block = FM_MEDIUM_MIN_BLOCK; block < FM_TCACHE_MEDIUM_BLOCK_END; block++) {
+        unsigned inline_bin = fm_tcache_medium_bin_of(block);
+        unsigned arena = fm_medium_bin_of(block);
+        if (inline_bin != arena || inline_bin >= FM_TCACHE_MEDIUM_BINS)
+            ck_abort_msg("block of %zu bytes: inline bin %u, arena bin %u", block, inline_bin, arena);
+    }
+    ck_assert_uint_ge(fm_medium_bin_of(FM_TCACHE_MEDIUM_BLOCK_END), FM_TCACHE_MEDIUM_BINS);
+    ck_assert_uint_eq(fm_medium_bin_of(FM_MEDIUM_MIN_BLOCK), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("internals");
     TCase *tc = tcase_create("sizes");
     tcase_add_test(tc, medium_cache_bin_matches_arena_bin);
+    tcase_add_test(tc, medium_block_bin_inline_matches);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
