@@ -488,6 +488,23 @@ FM_EXPORT void *fastmm_calloc(size_t count, size_t size)
  * large blocks, debug mode, memcheck, bad pointers, size 0) continues out of line, with the
  * classification already done where the inline check made it.
  */
+/* realloc's continuations, out of line so that each is a tail call with its arguments in
+ * registers (a fm_block_ref_t is passed in memory): fastmm_realloc then needs no stack frame. */
+static FM_NOINLINE void *realloc_small(void *p, fm_small_span_t *s, size_t size)
+{
+    return fm_realloc_classified(p, (fm_block_ref_t){FM_BLOCK_SMALL, s, NULL}, size);
+}
+
+static FM_NOINLINE void *realloc_medium(void *p, fm_medium_span_t *ms, size_t size)
+{
+    return fm_realloc_classified(p, (fm_block_ref_t){FM_BLOCK_MEDIUM, ms, NULL}, size);
+}
+
+static FM_NOINLINE void *realloc_full(void *p, size_t size)
+{
+    return fm_realloc_classified(p, fm_block_classify(p), size);
+}
+
 FM_EXPORT void *fastmm_realloc(void *p, size_t size)
 {
     if (FM_UNLIKELY(p == NULL))
@@ -500,7 +517,7 @@ FM_EXPORT void *fastmm_realloc(void *p, size_t size)
             size_t old = fm_small_usable(s);
             if (size - 1 < old && size * 4 + FM_SMALL_DOWNSIZE_ADDER >= old && !fm_load_relaxed(&fm_debug_on))
                 return p;
-            return fm_realloc_classified(p, (fm_block_ref_t){FM_BLOCK_SMALL, s, NULL}, size);
+            return realloc_small(p, s, size);
         }
         /* The same for a live plain medium block that stays in place (realloc.c: down to half
          * its size): a string grown by small appends through the medium range (growth-string)
@@ -509,10 +526,10 @@ FM_EXPORT void *fastmm_realloc(void *p, size_t size)
             size_t old = fm_medium_block_size(p) - FM_MEDIUM_HEADER;
             if (size <= old && size >= old / 2 && !fm_load_relaxed(&fm_debug_on))
                 return p;
-            return fm_realloc_classified(p, (fm_block_ref_t){FM_BLOCK_MEDIUM, ms, NULL}, size);
+            return realloc_medium(p, ms, size);
         }
     }
-    return fm_realloc_classified(p, fm_block_classify(p), size);
+    return realloc_full(p, size);
 }
 
 FM_EXPORT void *fastmm_reallocarray(void *p, size_t count, size_t size)
