@@ -849,6 +849,11 @@ bool fm_debug_scan_block(const void *outer)
 void fm_debug_init(void)
 {
     start_ms = fm_os_coarse_time_ms();
+    /* The fast-path flags also depend on fm_track_on (memcheck: malloc's and free's frameless
+     * paths make no memcheck calls), known by now: apply_options_locked is their one writer. */
+    fm_lock_wait(&mode_lock);
+    apply_options_locked();
+    fm_lock_release(&mode_lock);
 }
 
 FM_EXPORT bool fastmm_debug_enter(void)

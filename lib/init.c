@@ -93,8 +93,8 @@ void fm_init_once(void)
         fm_small_init();
         fm_kernels_init(fm_options.disable_asm);
         fm_tcache_init();
+        fm_track_init(); /* before fm_debug_init: the fast-path flags depend on fm_track_on */
         fm_debug_init();
-        fm_track_init();
         fm_store_release(&fm_ready, true);
         fm_tcache_init_key();
     }

@@ -87,10 +87,6 @@ static bool slack_usable;
 void fm_track_init(void)
 {
     fm_track_on = RUNNING_ON_VALGRIND != 0;
-    if (fm_track_on) { /* malloc's and free's frameless paths make no memcheck calls */
-        fm_store_release(&fm_slow_alloc, true);
-        fm_store_release(&fm_slow_free, true);
-    }
     const char *v = fm_os_getenv("FASTMM5_VALGRIND_SLACK");
     slack_usable = v != NULL && v[0] == 'u';
 }
