@@ -248,7 +248,7 @@ extern bool fm_medium_never_merge; /* debug option FASTMM_DEBUG_NEVER_MERGE_FREE
 size_t fm_medium_visit_debug_blocks(bool (*check)(const void *outer));
 /* Calls visit(user pointer, usable size) for every in-use block. */
 void fm_medium_visit_used(void (*visit)(void *block, size_t usable, void *arg), void *arg);
-void fm_medium_trim(void);
+bool fm_medium_trim(void);
 void fm_medium_lock_all(void);
 void fm_medium_unlock_all(void);
 uint64_t fm_medium_contention(void);

@@ -160,6 +160,59 @@ static void release_uncoalesced_span(fm_medium_manager_t *m, fm_medium_span_t *s
     release_span(m, span);
 }
 
+/* ---- giving back the pages of big free blocks (a decay, as mimalloc and jemalloc purge) ----
+ * A free block's pages stay resident: users wrote them, and headers written there over time
+ * (splits, small spans carved and given back) touch pages all over a span. A free block of at
+ * least PURGE_MIN_BLOCK bytes that stays free for PURGE_DELAY_MS is given back (MADV_DONTNEED,
+ * all of it but the pages holding its header, bin links, stamp and boundary tag); one that is
+ * reused within the delay keeps its pages, so a program that frees and reallocates big blocks
+ * at a high rate pays no page faults for it (giving back every such block at once made a
+ * medium-size sweep 28x slower: every reuse faulted its pages in again, ~15 us each here).
+ * Debug blocks are never given back: their freed pattern is checked on reuse.
+ * The free block records when it was freed in the word after its bin links (PURGED: given back
+ * already); merging makes a new block with a new stamp. At most one pass per delay, started by
+ * a free that leaves such a block: its arena under the lock it holds, then every other arena
+ * whose lock is free at that moment. malloc_trim gives back the
+ * pages inside every free block of 4 pages or more at once. */
+#define PURGE_MIN_BLOCK ((size_t)128 << 10)
+#define PURGE_DELAY_MS 10u
+#define PURGED UINT64_MAX
+static uint64_t purge_due_ms; /* when the next pass may run */
+
+FM_INLINE uint64_t *free_stamp(void *p) { return (uint64_t *)((char *)p + 16); }
+
+static bool purge_block(void *p, size_t size)
+{
+    size_t page = fm_os_page_size();
+    uintptr_t lo = fm_align_up((uintptr_t)p + 24, page), hi = fm_align_down((uintptr_t)p + size - 12, page);
+    if (hi > lo)
+        fm_os_trim((void *)lo, hi - lo);
+    fm_track_internal(free_stamp(p), 8);
+    *free_stamp(p) = PURGED;
+    return hi > lo;
+}
+
+/* Gives back the free blocks of at least min_block bytes freed min_age ms ago or earlier (the
+ * stamp is only read where free_locked wrote one: blocks of PURGE_MIN_BLOCK bytes or more). */
+static bool purge_pass_locked(fm_medium_manager_t *m, uint64_t now, size_t min_block, uint64_t min_age)
+{
+    bool any = false;
+    unsigned first = fm_medium_bin_of(min_block);
+    for (unsigned g = first / 32; g < FM_MEDIUM_BIN_GROUPS; g++) {
+        uint32_t bits = m->bin_bitmaps[g] & (g == first / 32 ? ~0u << (first % 32) : ~0u);
+        for (; bits != 0; bits &= bits - 1) {
+            for (fm_medium_free_links_t *b = m->bins[g * 32 + fm_ctz32(bits)]; b != NULL; b = b->next) {
+                size_t size = fm_medium_block_size(b);
+                if (size < min_block || (fm_flags_get(b) & FM_FLAG_DEBUG_INFO))
+                    continue;
+                if (size < PURGE_MIN_BLOCK || (*free_stamp(b) != PURGED && now - *free_stamp(b) >= min_age))
+                    any |= purge_block(b, size);
+            }
+        }
+    }
+    return any;
+}
+
 /* Turns an in-use block into free space: merge with free neighbours, then bin it, or release
  * the span if nothing else is left in it. A freed debug block keeps its DEBUG_INFO flag (its
  * contents are checked when it is reused); with the never-merge option it is not merged
@@ -201,6 +254,23 @@ static void free_locked(fm_medium_manager_t *m, void *p)
     fm_medium_header_of((char *)p + size)->prev_free = 1;
     if (size >= FM_MEDIUM_MIN_BLOCK)
         bin_insert(m, p, size);
+    if (size >= PURGE_MIN_BLOCK && !debug_info) {
+        uint64_t now = fm_os_coarse_time_ms();
+        fm_track_internal(free_stamp(p), 8);
+        *free_stamp(p) = now;
+        if (now >= fm_load_relaxed(&purge_due_ms)) {
+            fm_store_relaxed(&purge_due_ms, now + PURGE_DELAY_MS);
+            purge_pass_locked(m, now, PURGE_MIN_BLOCK, PURGE_DELAY_MS);
+            /* the other arenas too, if free right now (a try never waits, so no lock order) */
+            for (unsigned a = 0; a < FM_MEDIUM_ARENAS; a++) {
+                fm_medium_manager_t *other = &fm_medium_managers[a];
+                if (other != m && fm_lock_try(&other->lock)) {
+                    purge_pass_locked(other, now, PURGE_MIN_BLOCK, PURGE_DELAY_MS);
+                    fm_lock_release(&other->lock);
+                }
+            }
+        }
+    }
     if (span->used_blocks == 0 && span != m->feed_span) {
         /* Keep one such span per arena: a loop that allocates and frees one block would
          * otherwise map and unmap a span every time. A second one goes back to the OS. */
@@ -552,8 +622,9 @@ void fm_medium_shrink(void *p, size_t new_block_size)
 
 /* Retires each feed span and releases every span that is entirely free, including the one
  * FastMM5's rule keeps for reuse (malloc_trim). */
-void fm_medium_trim(void)
+bool fm_medium_trim(void)
 {
+    bool purged = false;
     for (unsigned a = 0; a < FM_MEDIUM_ARENAS; a++) {
         fm_medium_manager_t *m = &fm_medium_managers[a];
         fm_lock_wait(&m->lock);
@@ -571,8 +642,11 @@ void fm_medium_trim(void)
             }
             span = next;
         }
+        /* and the pages inside the free blocks, as glibc's malloc_trim does */
+        purged |= purge_pass_locked(m, fm_os_coarse_time_ms(), 4 * fm_os_page_size(), 0);
         fm_lock_release(&m->lock);
     }
+    return purged;
 }
 
 bool fm_medium_drain_all(void)

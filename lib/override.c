@@ -113,16 +113,17 @@ FM_EXPORT int malloc_info(int options, FILE *fp)
 
 /* Spans are released as soon as they empty, except feed spans and the one empty span FastMM5
  * keeps per arena, and a few freed large mappings are kept for reuse (large.c); trimming drains
- * the pending frees and gives those back too. Returns 1 if OS memory went down. */
+ * the pending frees and gives those back too, and the pages inside free medium blocks.
+ * Returns 1 if OS memory went down. */
 FM_EXPORT int malloc_trim(size_t pad)
 {
     (void)pad;
     size_t before = fm_os_mapped_bytes();
     fastmm_process_pending_frees();
     fm_small_trim();
-    fm_medium_trim();
+    bool purged = fm_medium_trim(); /* pages inside free blocks given back */
     fm_large_release_retained();
-    return fm_os_mapped_bytes() < before;
+    return purged || fm_os_mapped_bytes() < before;
 }
 
 /* No glibc tuning parameter applies to this design: the known ones are accepted and ignored

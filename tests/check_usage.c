@@ -14,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <malloc.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check_suites.h"
@@ -179,6 +181,85 @@ START_TEST(test_memory_goes_back)
 }
 END_TEST
 
+/* Resident pages among the whole pages strictly inside [p, p + size), leaving out the first and
+ * last page (a free medium block's header, links and boundary tag live there). */
+static size_t resident_inside(const void *p, size_t size)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)p + page) & ~(uintptr_t)(page - 1), hi = ((uintptr_t)p + size - page) & ~(uintptr_t)(page - 1);
+    if (hi <= lo)
+        return 0;
+    unsigned char vec[256];
+    size_t n = (hi - lo) / page, resident = 0;
+    REQUIRE(n <= sizeof vec, "%zu pages", n);
+    REQUIRE(mincore((void *)lo, hi - lo, vec) == 0, "mincore failed");
+    for (size_t i = 0; i < n; i++)
+        resident += vec[i] & 1;
+    return resident;
+}
+
+/* Guards the decay of big free medium blocks (medium.c): a free block of 128 KiB or more that
+ * stays free for 10 ms has its pages given back at the next free that leaves such a block in
+ * its arena, and the blocks around it keep their contents; one freed just now keeps its pages
+ * (a program reusing it soon pays no page faults). malloc_trim gives the pages back at once.
+ * Fails if the pass never runs, gives back too early, or touches a neighbour. */
+/* Whether MADV_DONTNEED takes pages away here (qemu-user, which runs the i386 and aarch64 legs
+ * of CI, has long ignored it). */
+static bool dontneed_works(void)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    char *p = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return false;
+    p[0] = 1;
+    unsigned char vec[1] = {0};
+    bool works = madvise(p, page, MADV_DONTNEED) == 0 && mincore(p, page, vec) == 0 && !(vec[0] & 1);
+    munmap(p, page);
+    return works;
+}
+
+START_TEST(test_big_free_medium_pages_decay)
+{
+    /* Debug blocks keep their pattern and are never given back, and a block merged with a freed
+     * debug block that earlier tests left beside it counts as one: so only in a process of its
+     * own (CK_FORK=no, as under check-valgrind, runs every test in one process). */
+    const char *fork_mode = getenv("CK_FORK");
+    if (fastmm_debug_active() || (fork_mode != NULL && strcmp(fork_mode, "no") == 0) || !dontneed_works())
+        return;
+    enum { N = 6 };
+    const size_t big = 300u << 10, sep = 8u << 10;
+    char *blocks[N], *seps[N];
+    for (int i = 0; i < N; i++) {
+        blocks[i] = malloc(big);
+        seps[i] = malloc(sep); /* in use between them: the freed blocks stay separate */
+        REQUIRE(blocks[i] != NULL && seps[i] != NULL, "allocation failed");
+        memset(blocks[i], 0x5a, big);
+        memset(seps[i], 0xa5, sep);
+    }
+    char *trigger = malloc(big);
+    REQUIRE(trigger != NULL, "allocation failed");
+    memset(trigger, 1, big);
+    for (int i = 0; i < N; i++)
+        free(blocks[i]);
+    struct timespec pause = {0, 40 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    free(trigger); /* leaves a big free block: the due pass gives back the ones 40 ms old */
+    size_t resident = 0;
+    for (int i = 0; i < N; i++)
+        resident += resident_inside(blocks[i], big);
+    size_t trigger_resident = resident_inside(trigger, big);
+    for (int i = 0; i < N; i++)
+        for (size_t k = 0; k < sep; k++)
+            REQUIRE((unsigned char)seps[i][k] == 0xa5, "separator %d byte %zu changed", i, k);
+    REQUIRE(resident == 0, "%zu pages still resident inside the freed blocks", resident);
+    REQUIRE(trigger_resident > 0, "the block freed just now was given back at once");
+    REQUIRE(malloc_trim(0) == 1, "malloc_trim gave nothing back");
+    REQUIRE(resident_inside(trigger, big) == 0, "malloc_trim left the pages of a free block");
+    for (int i = 0; i < N; i++)
+        free(seps[i]);
+}
+END_TEST
+
 /* Guards fastmm_write_usage_report: it writes a non-empty report to the descriptor. */
 START_TEST(test_usage_report_writes)
 {
@@ -209,6 +290,7 @@ Suite *suite_usage(void)
     tcase_add_test(tc, test_large_returns_immediately);
     tcase_add_test(tc, test_memory_goes_back);
     tcase_add_test(tc, test_usage_report_writes);
+    tcase_add_test(tc, test_big_free_medium_pages_decay);
     suite_add_tcase(s, tc);
 
     return s;
