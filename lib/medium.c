@@ -172,8 +172,8 @@ static void release_uncoalesced_span(fm_medium_manager_t *m, fm_medium_span_t *s
  * The free block records when it was freed in the word after its bin links (PURGED: given back
  * already); merging makes a new block with a new stamp. At most one pass per delay, started by
  * a free that leaves such a block: its arena under the lock it holds, then every other arena
- * whose lock is free at that moment. malloc_trim gives back the
- * pages inside every free block of 4 pages or more at once. */
+ * whose lock is free at that moment. malloc_trim gives back the pages inside every free block
+ * of 4 pages or more at once. */
 #define PURGE_MIN_BLOCK ((size_t)128 << 10)
 #define PURGE_DELAY_MS 10u
 #define PURGED UINT64_MAX
@@ -184,7 +184,7 @@ FM_INLINE uint64_t *free_stamp(void *p) { return (uint64_t *)((char *)p + 16); }
 static bool purge_block(void *p, size_t size)
 {
     size_t page = fm_os_page_size();
-    uintptr_t lo = fm_align_up((uintptr_t)p + 24, page), hi = fm_align_down((uintptr_t)p + size - 12, page);
+    uintptr_t lo = fm_align_up((uintptr_t)(free_stamp(p) + 1), page), hi = fm_align_down((uintptr_t)p + size - 12, page);
     if (hi > lo)
         fm_os_trim((void *)lo, hi - lo);
     fm_track_internal(free_stamp(p), 8);
@@ -197,10 +197,10 @@ static bool purge_block(void *p, size_t size)
 static bool purge_pass_locked(fm_medium_manager_t *m, uint64_t now, size_t min_block, uint64_t min_age)
 {
     bool any = false;
-    /* Not under Valgrind: there a MADV_DONTNEED from the allocator in a process that forks while
-     * its threads allocate (test_fork_while_allocating) had the whole process group SIGKILLed,
-     * 3 runs in 3 (Valgrind 3.19; none without the madvise, none natively). Memcheck runs are
-     * about correctness, not resident memory. */
+    /* Not under Valgrind (3.19): a child forked while other threads allocate hung in it
+     * (test_fork_while_allocating's children ran into their 20 s alarm in 1 to 3 runs of 3; none
+     * with the madvise left out, none natively). Memcheck runs are about correctness, not
+     * resident memory. */
     if (fm_track_on)
         return false;
     unsigned first = fm_medium_bin_of(min_block);
@@ -217,6 +217,24 @@ static bool purge_pass_locked(fm_medium_manager_t *m, uint64_t now, size_t min_b
         }
     }
     return any;
+}
+
+/* A block of PURGE_MIN_BLOCK bytes or more was just freed into m at `now`: runs the pass if it
+ * is due, over m and over every other arena whose lock is free right now (a try never waits,
+ * so there is no lock order to keep). */
+static void purge_if_due_locked(fm_medium_manager_t *m, uint64_t now)
+{
+    if (now < fm_load_relaxed(&purge_due_ms))
+        return;
+    fm_store_relaxed(&purge_due_ms, now + PURGE_DELAY_MS);
+    purge_pass_locked(m, now, PURGE_MIN_BLOCK, PURGE_DELAY_MS);
+    for (unsigned a = 0; a < FM_MEDIUM_ARENAS; a++) {
+        fm_medium_manager_t *other = &fm_medium_managers[a];
+        if (other != m && fm_lock_try(&other->lock)) {
+            purge_pass_locked(other, now, PURGE_MIN_BLOCK, PURGE_DELAY_MS);
+            fm_lock_release(&other->lock);
+        }
+    }
 }
 
 /* Turns an in-use block into free space: merge with free neighbours, then bin it, or release
@@ -264,18 +282,7 @@ static void free_locked(fm_medium_manager_t *m, void *p)
         uint64_t now = fm_os_coarse_time_ms();
         fm_track_internal(free_stamp(p), 8);
         *free_stamp(p) = now;
-        if (now >= fm_load_relaxed(&purge_due_ms)) {
-            fm_store_relaxed(&purge_due_ms, now + PURGE_DELAY_MS);
-            purge_pass_locked(m, now, PURGE_MIN_BLOCK, PURGE_DELAY_MS);
-            /* the other arenas too, if free right now (a try never waits, so no lock order) */
-            for (unsigned a = 0; a < FM_MEDIUM_ARENAS; a++) {
-                fm_medium_manager_t *other = &fm_medium_managers[a];
-                if (other != m && fm_lock_try(&other->lock)) {
-                    purge_pass_locked(other, now, PURGE_MIN_BLOCK, PURGE_DELAY_MS);
-                    fm_lock_release(&other->lock);
-                }
-            }
-        }
+        purge_if_due_locked(m, now);
     }
     if (span->used_blocks == 0 && span != m->feed_span) {
         /* Keep one such span per arena: a loop that allocates and frees one block would
@@ -626,8 +633,9 @@ void fm_medium_shrink(void *p, size_t new_block_size)
     fm_lock_release(&m->lock);
 }
 
-/* Retires each feed span and releases every span that is entirely free, including the one
- * FastMM5's rule keeps for reuse (malloc_trim). */
+/* Retires each feed span, releases every span that is entirely free, including the one
+ * FastMM5's rule keeps for reuse, and gives back the pages inside free blocks of 4 pages or more
+ * (malloc_trim). Returns whether any pages were given back that way. */
 bool fm_medium_trim(void)
 {
     bool purged = false;

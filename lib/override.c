@@ -114,7 +114,7 @@ FM_EXPORT int malloc_info(int options, FILE *fp)
 /* Spans are released as soon as they empty, except feed spans and the one empty span FastMM5
  * keeps per arena, and a few freed large mappings are kept for reuse (large.c); trimming drains
  * the pending frees and gives those back too, and the pages inside free medium blocks.
- * Returns 1 if OS memory went down. */
+ * Returns 1 if memory went back to the OS (unmapped, or pages given back), as glibc does. */
 FM_EXPORT int malloc_trim(size_t pad)
 {
     (void)pad;
