@@ -1016,6 +1016,12 @@ def main(argv):
         fmd20 = Variant("fastmm5-debug-st20", "libfastmm5 in debug mode, stack traces of depth 20",
                         "fastmm5-debug", preload=lib, env={"FASTMM5_DEBUG": "1", "FASTMM5_STACK_DEPTH": "20"},
                         version=library.get("version"))
+        # FastMM5's low-memory strategy (no kept large mappings, smaller medium spans, empty spans
+        # given back at once): opt-in, by naming it in --peers with the others wanted
+        # (--peers fastmm5,fastmm5-low-memory), to show what the default's speed costs in RSS.
+        fml = Variant("fastmm5-low-memory", "libfastmm5 with FASTMM5_STRATEGY=low-memory", "fastmm5",
+                      preload=lib, env={"FASTMM5_STRATEGY": "low-memory"}, version=library.get("version"))
+        optional = [fml] if args.peers and fml.name in args.peers.split(",") else []
         logfile = os.path.join(workdir, "apt.log")
         groups = {w.group for w in selected}
         wanted = lambda n: (not args.peers or n in args.peers.split(",")) and n not in args.skip.split(",")  # noqa
@@ -1023,7 +1029,7 @@ def main(argv):
             if groups & {"micro", "general", "real"} else []
         dpeer_vs = peer_variants(DEBUG_PEER_TABLE, args.install, log, logfile, wanted) \
             if "debug" in groups else []
-        normal_candidates = [fm] + peer_vs if groups & {"micro", "general", "real"} else []
+        normal_candidates = [fm] + optional + peer_vs if groups & {"micro", "general", "real"} else []
         debug_candidates = [fmd, fmd20] + dpeer_vs if "debug" in groups else []
         all_variants = [baseline] + normal_candidates + debug_candidates
         debug_variants = debug_candidates
