@@ -1021,7 +1021,7 @@ def main(argv):
         # (--peers fastmm5,fastmm5-low-memory), to show what the default's speed costs in RSS.
         fml = Variant("fastmm5-low-memory", "libfastmm5 with FASTMM5_STRATEGY=low-memory", "fastmm5",
                       preload=lib, env={"FASTMM5_STRATEGY": "low-memory"}, version=library.get("version"))
-        optional = [fml] if args.peers and fml.name in args.peers.split(",") else []
+        optional = [fml] if args.peers and fml.name in {p.strip() for p in args.peers.split(",")} else []
         logfile = os.path.join(workdir, "apt.log")
         groups = {w.group for w in selected}
         wanted = lambda n: (not args.peers or n in args.peers.split(",")) and n not in args.skip.split(",")  # noqa
