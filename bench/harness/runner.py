@@ -977,6 +977,8 @@ def main(argv):
     # Variants.
     normal_candidates, debug_candidates = [], []
     library = None
+    # The candidates --peers names (None: all); read here and by usable() below.
+    want = {p.strip() for p in args.peers.split(",")} if args.peers else None
     if args.compare:
         la, lb = (args.labels.split(",", 1) if args.labels else ["A", "B"])
         paths = [os.path.abspath(p) for p in args.compare]
@@ -1021,7 +1023,7 @@ def main(argv):
         # (--peers fastmm5,fastmm5-low-memory), to show what the default's speed costs in RSS.
         fml = Variant("fastmm5-low-memory", "libfastmm5 with FASTMM5_STRATEGY=low-memory", "fastmm5",
                       preload=lib, env={"FASTMM5_STRATEGY": "low-memory"}, version=library.get("version"))
-        optional = [fml] if args.peers and fml.name in {p.strip() for p in args.peers.split(",")} else []
+        optional = [fml] if want and fml.name in want else []
         logfile = os.path.join(workdir, "apt.log")
         groups = {w.group for w in selected}
         wanted = lambda n: (not args.peers or n in args.peers.split(",")) and n not in args.skip.split(",")  # noqa
@@ -1036,7 +1038,6 @@ def main(argv):
         primary = ["fastmm5", "fastmm5-debug", "fastmm5-debug-st20"]
         peers = [v.name for v in peer_vs + dpeer_vs]
 
-    want = {p.strip() for p in args.peers.split(",")} if args.peers else None
     skip = {p.strip() for p in args.skip.split(",") if p.strip()}
 
     def usable(vs):
