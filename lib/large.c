@@ -79,19 +79,77 @@ static unsigned retained_count; /* written under retain_lock, with relaxed atomi
                                   * peeks at it without the lock */
 static size_t retained_bytes;
 
+/* ---- stale pages of kept mappings ----
+ * A kept mapping's pages stay resident after each user, so over many reuses a mapping holds the
+ * last pages of every size it served (a loop over sizes: 2x glibc's peak RSS). So when a block
+ * in a reused mapping is freed, what earlier users may have written more than TRIM_SLACK past
+ * its end is given back (MADV_DONTNEED). Not on reuse: a block may grow into its spare chunks
+ * with realloc, and there those pages save a page fault each (an array grown 1.5x at a time ran
+ * 4x slower with the trim on reuse). And only in a program where one thread makes all the large
+ * allocations and frees: then a trim costs a system call and the page faults of whatever the
+ * next user writes there (sweep-large, 1 thread: 1.5x glibc's speed instead of 6x, 1.4x its
+ * peak RSS instead of 2.1x). Where several threads make them, trimming made 2 and 4 threads
+ * slower than glibc (0.82x and 0.65x: TLB shootdowns on the CPUs running the others, and each
+ * thread's faults), and deciding per window of a few thousand operations did not help: with 4
+ * threads on 2 CPUs one thread often has the large blocks to itself that long while the others
+ * wait for the memory map's lock. So a second thread seen stops trimming until
+ * ONE_THREAD_AGAIN operations in a row came from a single thread. Counted under retain_lock,
+ * which each of them takes. */
+#define TRIM_SLACK ((size_t)512 << 10)
+#define ONE_THREAD_AGAIN 65536u
+
+static __thread char thread_marker __attribute__((tls_model("initial-exec"))); /* its address tells threads apart without a system call */
+static const void *last_thread;     /* the thread of the last kept-mapping operation */
+static unsigned same_thread_ops;    /* operations in a row from last_thread */
+static bool several_threads;        /* another thread came since the last long single-thread run */
+
+/* Counts a kept-mapping operation of the calling thread (under retain_lock). */
+static void count_thread_locked(void)
+{
+    const void *me = &thread_marker;
+    if (last_thread != me) {
+        if (last_thread != NULL)
+            fm_store_relaxed(&several_threads, true); /* read by trim_stale without the lock */
+        last_thread = me;
+        same_thread_ops = 0;
+    } else if (several_threads && ++same_thread_ops == ONE_THREAD_AGAIN) {
+        fm_store_relaxed(&several_threads, false);
+    }
+}
+
+/* The kept mapping of a block being freed: the pages earlier users may have written more than
+ * TRIM_SLACK past this block's end go back to the OS, if one thread makes the large blocks. */
+static void trim_stale(fm_large_header_t *h, size_t used)
+{
+    size_t touched = (size_t)h->touched_chunks << 16;
+    if (touched > h->map_size)
+        touched = h->map_size; /* spare chunks beyond the block were cut off since */
+    if (used > touched)
+        touched = used;
+    if (touched > used + TRIM_SLACK && !fm_load_relaxed(&several_threads)) {
+        fm_os_trim((char *)h->map_base + used + TRIM_SLACK, touched - used - TRIM_SLACK);
+        touched = used + TRIM_SLACK;
+    }
+    h->touched_chunks = (uint32_t)(touched >> 16);
+}
+
 /* Gives a freed block's mapping back, or keeps it; the oldest kept ones make room. */
 static void release(fm_large_header_t *h)
 {
+    /* its user may have written up to the end of the block, not into the spare chunks */
+    size_t used = h->map_size - ((size_t)h->spare_chunks << 16);
     drop_spare(h, 0);
     if ((void *)h != h->map_base || h->map_size > RETAIN_BYTES / 2 || fm_load_relaxed(&fm_debug_on) || fm_os_limit() != 0 ||
         fm_load_relaxed(&fm_options.strategy) == FM_STRATEGY_LOW_MEMORY || (fm_load_relaxed(&h->flags) & FM_FLAG_DEBUG_INFO)) {
         unmap_block(h);
         return;
     }
+    trim_stale(h, used);
     fm_store_relaxed(&h->flags, (uint16_t)(FM_FLAG_LARGE | FM_FLAG_FREE));
     fm_large_header_t *evicted[RETAIN_COUNT];
     unsigned n = 0;
     fm_lock_wait(&retain_lock);
+    count_thread_locked();
     while (retained_count == RETAIN_COUNT || retained_bytes + h->map_size > RETAIN_BYTES) {
         evicted[n] = retained[0];
         retained_bytes -= retained_size[0];
@@ -143,6 +201,7 @@ static fm_large_header_t *take_retained(size_t map_size)
     if (fm_load_relaxed(&retained_count) == 0)
         return NULL;
     fm_lock_wait(&retain_lock);
+    count_thread_locked();
     unsigned best = RETAIN_COUNT;
     for (unsigned i = 0; i < retained_count; i++)
         if (retained_size[i] >= map_size && (best == RETAIN_COUNT || retained_size[i] < retained_size[best]))
@@ -275,6 +334,7 @@ static fm_large_header_t *map_block(size_t size, size_t alignment)
     h->map_size = (size_t)(end - front);
     h->user_size = size;
     h->spare_chunks = 0;
+    h->touched_chunks = 0;
     h->recycled = 0;
     h->flags = FM_FLAG_LARGE;
     if (!fm_pagemap_register(front, h->map_size, h, FM_REGION_LARGE)) {

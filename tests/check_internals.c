@@ -8,11 +8,21 @@
  * fm_medium_bin_of (sizeclass.c). If they disagreed for some size, a cached block would be
  * handed to a request it is too small for, or never found again. The same holds for the bin of
  * a freed block (free's inline fm_tcache_medium_bin_of against fm_medium_bin_of).
+ *
+ * The large manager's trim of a reused kept mapping (large.c) is checked here too, through the
+ * core's fastmm_malloc/fastmm_free and mincore(): which pages it gives back is not visible
+ * through the public API.
  */
 #include <config.h>
 
 #include <check.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -50,12 +60,111 @@ START_TEST(medium_block_bin_inline_matches)
 }
 END_TEST
 
+/* Pages of [p, p + len) resident, counted with mincore. */
+static size_t resident_pages(const void *p, size_t len)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)p & ~(page - 1), hi = ((uintptr_t)p + len + page - 1) & ~(page - 1);
+    size_t n = (hi - lo) / page, count = 0;
+    unsigned char *vec = malloc(n);
+    ck_assert_ptr_nonnull(vec);
+    ck_assert_int_eq(mincore((void *)lo, hi - lo, vec), 0);
+    for (size_t i = 0; i < n; i++)
+        count += vec[i] & 1u;
+    free(vec);
+    return count;
+}
+
+/* Whether MADV_DONTNEED gives pages back here: qemu-user (the i386 and aarch64 CI legs on a
+ * kernel without 32-bit support) may accept it and do nothing. */
+static bool dontneed_works(void)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    unsigned char *p = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(p, MAP_FAILED);
+    p[0] = 1;
+    bool works = madvise(p, page, MADV_DONTNEED) == 0 && resident_pages(p, page) == 0 && p[0] == 0;
+    munmap(p, page);
+    return works;
+}
+
+/* A 3 MiB block written through and freed (its mapping kept), then a 600 KiB request served from
+ * that mapping: returns the new block, *stale set to the part of the mapping from 1 MiB past the
+ * new block's end (beyond the trim slack) to the old end. */
+static unsigned char *reuse_big_mapping(unsigned char **stale, size_t *stale_len)
+{
+    const size_t big = (size_t)3 << 20, small = (size_t)600 << 10;
+    fm_large_release_retained(); /* nothing kept by earlier work may be the better fit */
+    unsigned char *p = fastmm_malloc(big);
+    ck_assert_ptr_nonnull(p);
+    memset(p, 0x5a, big);
+    fastmm_free(p);
+    unsigned char *q = fastmm_malloc(small);
+    ck_assert_ptr_eq(q, p); /* the kept mapping: otherwise the test proves nothing */
+    uintptr_t from = ((uintptr_t)q + small + ((size_t)1 << 20) + 0xffff) & ~(uintptr_t)0xffff;
+    uintptr_t to = (uintptr_t)(p + big) & ~(uintptr_t)0xffff;
+    *stale = (unsigned char *)from;
+    *stale_len = to - from;
+    return q;
+}
+
+/* Guards: in a program whose large blocks one thread makes, a kept mapping reused for a smaller
+ * block gives back, when that block is freed, the pages earlier users wrote past its end and
+ * the slack; it keeps them while the block lives (a realloc may grow into them), and keeps the
+ * block's own pages (the mapping stays for the next user). */
+START_TEST(large_reuse_trims_when_one_thread)
+{
+    if (!dontneed_works()) {
+        fprintf(stdout, "large_reuse_trims_when_one_thread: MADV_DONTNEED keeps pages here "
+                        "(qemu-user ignores it); skipped\n");
+        return;
+    }
+    unsigned char *stale;
+    size_t stale_len;
+    unsigned char *q = reuse_big_mapping(&stale, &stale_len);
+    memset(q, 1, (size_t)600 << 10);
+    /* kept until the block is freed: it might grow into them (realloc) */
+    ck_assert_uint_eq(resident_pages(stale, stale_len), stale_len / (size_t)sysconf(_SC_PAGESIZE));
+    fastmm_free(q);
+    ck_assert_uint_eq(resident_pages(stale, stale_len), 0);
+    ck_assert_uint_gt(resident_pages(q, (size_t)600 << 10), 100); /* the mapping is kept, written pages too */
+}
+END_TEST
+
+static void *large_from_another_thread(void *arg)
+{
+    (void)arg;
+    void *p = fastmm_malloc((size_t)1 << 20);
+    fastmm_free(p);
+    return NULL;
+}
+
+/* Guards: once another thread has made large blocks, a reused mapping keeps its pages when the
+ * block is freed (a trim then costs TLB shootdowns on the CPUs running the other threads). */
+START_TEST(large_reuse_keeps_pages_with_threads)
+{
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, large_from_another_thread, NULL), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    unsigned char *stale;
+    size_t stale_len;
+    unsigned char *q = reuse_big_mapping(&stale, &stale_len);
+    fastmm_free(q);
+    ck_assert_uint_eq(resident_pages(stale, stale_len), stale_len / (size_t)sysconf(_SC_PAGESIZE));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("internals");
     TCase *tc = tcase_create("sizes");
     tcase_add_test(tc, medium_cache_bin_matches_arena_bin);
     tcase_add_test(tc, medium_block_bin_inline_matches);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("large_trim");
+    /* this order: without fork mode the second one's thread would stop the first one's trims */
+    tcase_add_test(tc, large_reuse_trims_when_one_thread);
+    tcase_add_test(tc, large_reuse_keeps_pages_with_threads);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
