@@ -405,9 +405,7 @@ FM_INLINE void cache_put(fm_tcache_t *tc, void *p, fm_small_span_t *s, size_t bl
         if (tracked)
             fm_track_free(p, block - FM_MEDIUM_HEADER, true, false);
         fm_flags_set(p, FM_FLAG_MEDIUM | FM_FLAG_FREE);
-        *(void **)p = tc->medium[b];
-        tc->medium[b] = p;
-        tc->medium_bytes += block;
+        fm_tcache_medium_push(tc, b, p, block);
     }
 }
 

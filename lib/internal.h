@@ -220,6 +220,15 @@ FM_INLINE void fm_tcache_push(fm_tcache_t *tc, unsigned c, void *p)
         fm_tcache_overflow(tc, c);
 }
 
+/* Pushes a freed medium block of `block_size` bytes on the stack of its bin b (the caller has
+ * checked that the bin is cached and the byte budget has room). */
+FM_INLINE void fm_tcache_medium_push(fm_tcache_t *tc, unsigned b, void *p, size_t block_size)
+{
+    *(void **)p = tc->medium[b];
+    tc->medium[b] = p;
+    tc->medium_bytes += block_size;
+}
+
 /* ---- medium.c ---- */
 extern fm_medium_manager_t fm_medium_managers[FM_MEDIUM_ARENAS];
 void *fm_medium_alloc(size_t block_size, bool small_span);

@@ -137,6 +137,13 @@ typedef struct fm_medium_header {
 } fm_medium_header_t;
 FM_STATIC_ASSERT(sizeof(fm_medium_header_t) == FM_MEDIUM_HEADER, "medium header is 8 bytes");
 
+/* A free block's boundary tag: its size, in the 4 bytes before the header of the block after
+ * it, i.e. 12 bytes before that block's user pointer (`block_end`). */
+FM_INLINE uint32_t *fm_medium_boundary_tag(const void *block_end)
+{
+    return (uint32_t *)((uintptr_t)block_end - FM_MEDIUM_HEADER - sizeof(uint32_t));
+}
+
 struct fm_medium_manager;
 
 /*

@@ -184,7 +184,7 @@ FM_INLINE uint64_t *free_stamp(void *p) { return (uint64_t *)((char *)p + 16); }
 static bool purge_block(void *p, size_t size)
 {
     size_t page = fm_os_page_size();
-    uintptr_t lo = fm_align_up((uintptr_t)(free_stamp(p) + 1), page), hi = fm_align_down((uintptr_t)p + size - 12, page);
+    uintptr_t lo = fm_align_up((uintptr_t)(free_stamp(p) + 1), page), hi = fm_align_down((uintptr_t)fm_medium_boundary_tag((char *)p + size), page);
     if (hi > lo)
         fm_os_trim((void *)lo, hi - lo);
     fm_track_internal(free_stamp(p), 8);
@@ -224,8 +224,8 @@ static bool purge_pass_locked(fm_medium_manager_t *m, uint64_t now, size_t min_b
  * so there is no lock order to keep). */
 static void purge_if_due_locked(fm_medium_manager_t *m, uint64_t now)
 {
-    if (now < fm_load_relaxed(&purge_due_ms))
-        return;
+    if (fm_track_on || now < fm_load_relaxed(&purge_due_ms))
+        return; /* under memcheck every pass would do nothing (purge_pass_locked): no try-locks */
     fm_store_relaxed(&purge_due_ms, now + PURGE_DELAY_MS);
     purge_pass_locked(m, now, PURGE_MIN_BLOCK, PURGE_DELAY_MS);
     for (unsigned a = 0; a < FM_MEDIUM_ARENAS; a++) {
@@ -259,7 +259,7 @@ static void free_locked(fm_medium_manager_t *m, void *p)
     }
     uint8_t prev_free = fm_medium_header_of(p)->prev_free;
     if (prev_free && !no_merge) {
-        size_t prev_size = *(uint32_t *)((char *)p - 12);
+        size_t prev_size = *fm_medium_boundary_tag(p);
         p = (char *)p - prev_size;
         if (prev_size >= FM_MEDIUM_MIN_BLOCK)
             bin_remove(m, p, prev_size);
@@ -273,8 +273,8 @@ static void free_locked(fm_medium_manager_t *m, void *p)
     }
     set_header(span, p, size, (uint16_t)(FM_FLAG_MEDIUM | FM_FLAG_FREE | debug_info), prev_free);
     fm_track_internal(p, 16);                  /* bin links */
-    fm_track_internal((char *)p + size - 12, 4);
-    *(uint32_t *)((char *)p + size - 12) = (uint32_t)size; /* boundary tag */
+    fm_track_internal(fm_medium_boundary_tag((char *)p + size), 4);
+    *fm_medium_boundary_tag((char *)p + size) = (uint32_t)size;
     fm_medium_header_of((char *)p + size)->prev_free = 1;
     if (size >= FM_MEDIUM_MIN_BLOCK)
         bin_insert(m, p, size);
@@ -304,7 +304,7 @@ static void split_tail_locked(fm_medium_manager_t *m, void *p, size_t size)
     fm_medium_header_of(p)->size64 = (uint16_t)(size / 64u);
     char *tail = (char *)p + size;
     fm_track_internal(tail - FM_MEDIUM_HEADER, FM_MEDIUM_HEADER + 16); /* its header and bin links */
-    fm_track_internal((char *)p + whole - 12, 4);                       /* and its boundary tag */
+    fm_track_internal(fm_medium_boundary_tag((char *)p + whole), 4);   /* and its boundary tag */
     set_header(span, tail, whole - size, FM_FLAG_MEDIUM, 0);
     set_used(span, tail, true);
     free_locked(m, tail);
@@ -571,7 +571,7 @@ void *fm_medium_alloc_aligned(size_t block_size, size_t alignment)
         size_t whole = fm_medium_block_size(p);
         size_t front = (size_t)(q - (char *)p);
         fm_track_internal(q - FM_MEDIUM_HEADER, FM_MEDIUM_HEADER);
-        fm_track_internal((char *)p + front - 12, 4); /* the front part's boundary tag */
+        fm_track_internal(fm_medium_boundary_tag((char *)p + front), 4); /* the front part's boundary tag */
         set_header(span, q, whole - front, FM_FLAG_MEDIUM, 0);
         set_used(span, q, true);
         fm_medium_header_of(p)->size64 = (uint16_t)(front / 64u);

@@ -299,9 +299,7 @@ bool fm_tcache_medium_put(void *p, size_t block_size)
         return false;
     if (tc->medium_bytes + block_size > FM_TCACHE_MEDIUM_BYTES)
         flush_medium(tc);
-    *(void **)p = tc->medium[b];
-    tc->medium[b] = p;
-    tc->medium_bytes += block_size;
+    fm_tcache_medium_push(tc, b, p, block_size);
     return true;
 }
 
