@@ -979,6 +979,7 @@ def main(argv):
     library = None
     # The candidates --peers names (None: all); read here and by usable() below.
     want = {p.strip() for p in args.peers.split(",")} if args.peers else None
+    skip = {p.strip() for p in args.skip.split(",") if p.strip()}
     if args.compare:
         la, lb = (args.labels.split(",", 1) if args.labels else ["A", "B"])
         paths = [os.path.abspath(p) for p in args.compare]
@@ -1026,7 +1027,7 @@ def main(argv):
         optional = [fml] if want and fml.name in want else []
         logfile = os.path.join(workdir, "apt.log")
         groups = {w.group for w in selected}
-        wanted = lambda n: (not args.peers or n in args.peers.split(",")) and n not in args.skip.split(",")  # noqa
+        wanted = lambda n: (want is None or n in want) and n not in skip  # noqa: E731
         peer_vs = peer_variants(PEER_TABLE, args.install, log, logfile, wanted) \
             if groups & {"micro", "general", "real"} else []
         dpeer_vs = peer_variants(DEBUG_PEER_TABLE, args.install, log, logfile, wanted) \
@@ -1037,8 +1038,6 @@ def main(argv):
         debug_variants = debug_candidates
         primary = ["fastmm5", "fastmm5-debug", "fastmm5-debug-st20"]
         peers = [v.name for v in peer_vs + dpeer_vs]
-
-    skip = {p.strip() for p in args.skip.split(",") if p.strip()}
 
     def usable(vs):
         out = []
