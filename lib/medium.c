@@ -463,10 +463,14 @@ static void *alloc_in_locked(fm_medium_manager_t *m, size_t size, bool may_map, 
     return p;
 }
 
-/* The arena this thread last found room in, plus one (0: none yet). Its scans start there
- * instead of at arena 0 (FastMM5's order): two threads then do not both try the same arena
- * first and queue on its lock, and a thread tends to reuse the blocks it freed, which went back
- * to its own arena's spans (sweep-medium at 2 threads lost 3x to glibc on arena 0's lock). */
+/* This thread's home arena, plus one (0: none yet): the first arena it found room in, then the
+ * last one it had to carve new space in. Its scans start there instead of at arena 0 (FastMM5's
+ * order): two threads then do not both try the same arena first and queue on its lock, and a
+ * thread tends to reuse the blocks it freed, which went back to its own arena's spans
+ * (sweep-medium at 2 threads lost 3x to glibc on arena 0's lock). A fitting free block taken
+ * from another arena does not move the home there: when it did, two threads soon shared one
+ * home, each waiting on the other's lock (sweep-medium at 2 and 4 threads 0.81-0.85x glibc's
+ * speed on 2026-12-01's machine; 1.02-1.10x with the home kept, mix-t4 0.94 -> 1.08x). */
 static __thread unsigned home_arena __attribute__((tls_model("initial-exec")));
 
 static unsigned first_arena(void)
@@ -491,7 +495,8 @@ static fm_medium_manager_t *alloc_locked(size_t size, void **out)
                 continue;
             if (fm_lock_try(&m->lock)) {
                 if ((*out = alloc_in_locked(m, size, false, &oom)) != NULL) {
-                    home_arena = a + 1;
+                    if (home_arena == 0)
+                        home_arena = a + 1;
                     return m;
                 }
                 fm_lock_release(&m->lock);
