@@ -98,7 +98,8 @@ static size_t retained_bytes;
 #define TRIM_SLACK ((size_t)512 << 10)
 #define ONE_THREAD_AGAIN 65536u
 
-static __thread char thread_marker __attribute__((tls_model("initial-exec"))); /* its address tells threads apart without a system call */
+/* Its address tells threads apart without a system call. */
+static __thread char thread_marker __attribute__((tls_model("initial-exec")));
 static const void *last_thread;     /* the thread of the last kept-mapping operation */
 static unsigned same_thread_ops;    /* operations in a row from last_thread */
 static bool several_threads;        /* another thread came since the last long single-thread run */

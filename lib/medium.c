@@ -184,7 +184,8 @@ FM_INLINE uint64_t *free_stamp(void *p) { return (uint64_t *)((char *)p + 16); }
 static bool purge_block(void *p, size_t size)
 {
     size_t page = fm_os_page_size();
-    uintptr_t lo = fm_align_up((uintptr_t)(free_stamp(p) + 1), page), hi = fm_align_down((uintptr_t)fm_medium_boundary_tag((char *)p + size), page);
+    uintptr_t lo = fm_align_up((uintptr_t)(free_stamp(p) + 1), page);
+    uintptr_t hi = fm_align_down((uintptr_t)fm_medium_boundary_tag((char *)p + size), page);
     if (hi > lo)
         fm_os_trim((void *)lo, hi - lo);
     fm_track_internal(free_stamp(p), 8);

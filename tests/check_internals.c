@@ -88,12 +88,14 @@ static bool dontneed_works(void)
     return works;
 }
 
-/* A 3 MiB block written through and freed (its mapping kept), then a 600 KiB request served from
- * that mapping: returns the new block, *stale set to the part of the mapping from 1 MiB past the
- * new block's end (beyond the trim slack) to the old end. */
+#define REUSED_BYTES ((size_t)600 << 10) /* the block served from the kept 3 MiB mapping */
+
+/* A 3 MiB block written through and freed (its mapping kept), then a REUSED_BYTES request served
+ * from that mapping: returns the new block, *stale set to the part of the mapping from 1 MiB
+ * past the new block's end (beyond the trim slack) to the old end. */
 static unsigned char *reuse_big_mapping(unsigned char **stale, size_t *stale_len)
 {
-    const size_t big = (size_t)3 << 20, small = (size_t)600 << 10;
+    const size_t big = (size_t)3 << 20, small = REUSED_BYTES;
     fm_large_release_retained(); /* nothing kept by earlier work may be the better fit */
     unsigned char *p = fastmm_malloc(big);
     ck_assert_ptr_nonnull(p);
@@ -122,12 +124,12 @@ START_TEST(large_reuse_trims_when_one_thread)
     unsigned char *stale;
     size_t stale_len;
     unsigned char *q = reuse_big_mapping(&stale, &stale_len);
-    memset(q, 1, (size_t)600 << 10);
+    memset(q, 1, REUSED_BYTES);
     /* kept until the block is freed: it might grow into them (realloc) */
     ck_assert_uint_eq(resident_pages(stale, stale_len), stale_len / (size_t)sysconf(_SC_PAGESIZE));
     fastmm_free(q);
     ck_assert_uint_eq(resident_pages(stale, stale_len), 0);
-    ck_assert_uint_gt(resident_pages(q, (size_t)600 << 10), 100); /* the mapping is kept, written pages too */
+    ck_assert_uint_gt(resident_pages(q, REUSED_BYTES), 100); /* the mapping is kept, written pages too */
 }
 END_TEST
 

@@ -977,7 +977,8 @@ def main(argv):
     # Variants.
     normal_candidates, debug_candidates = [], []
     library = None
-    # The candidates --peers names (None: all); read here and by usable() below.
+    # The candidates --peers names (None: all) and those --skip leaves out, parsed once: read by
+    # the low-memory opt-in, the peer filter (wanted) and usable() below.
     want = {p.strip() for p in args.peers.split(",")} if args.peers else None
     skip = {p.strip() for p in args.skip.split(",") if p.strip()}
     if args.compare:
