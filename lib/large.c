@@ -11,9 +11,10 @@
  * Retained mappings (not in FastMM5, which gives every freed large block back at once): the
  * last few freed mappings, up to 64 and 32 MiB, are kept, flagged FREE and still in the ownership
  * map, and the next large request that fits takes the smallest one. Its chunks beyond what a
- * fresh mapping would have are kept as spare (spare_chunks) while all live blocks' spare stays
- * under 16 MiB (else they are unmapped): the usable size stays FastMM5's, and a later realloc
- * grows into them without a system call or a page fault.
+ * fresh mapping would have are kept as spare (spare_chunks): the usable size stays FastMM5's,
+ * and a later realloc grows into them without a system call (and, where an earlier user wrote
+ * them, without a page fault: those written spare pages stay while all live blocks' together
+ * stay under 16 MiB, else they are given back).
  * A program that allocates and frees large blocks in a loop then pays no mmap, munmap, page
  * faults or TLB shootdowns each time, which is what glibc gets by serving such sizes from its
  * heap once its mmap threshold has risen. malloc_trim, a refused mapping (for a large block or
@@ -22,8 +23,7 @@
  * that a use after free faults) give them back.
  * The price of keeping them: every page any user of a kept mapping touched stays resident (a
  * loop over sizes that writes each block's first and last byte ends up with ~2x glibc's peak
- * RSS); giving the pages back on each reuse cost 10-30x the time here (bench notes), so that is
- * what the low-memory strategy is for.
+ * RSS), so stale pages are trimmed at some frees (below, "stale pages of kept mappings").
  */
 #include "internal.h"
 
@@ -85,16 +85,24 @@ static size_t retained_bytes;
  * in a reused mapping is freed, what earlier users may have written more than TRIM_SLACK past
  * its end is given back (MADV_DONTNEED). Not on reuse: a block may grow into its spare chunks
  * with realloc, and there those pages save a page fault each (an array grown 1.5x at a time ran
- * 4x slower with the trim on reuse). And only in a program where one thread makes all the large
- * allocations and frees: then a trim costs a system call and the page faults of whatever the
- * next user writes there (sweep-large, 1 thread: 1.5x glibc's speed instead of 6x, 1.4x its
- * peak RSS instead of 2.1x). Where several threads make them, trimming made 2 and 4 threads
- * slower than glibc (0.82x and 0.65x: TLB shootdowns on the CPUs running the others, and each
- * thread's faults), and deciding per window of a few thousand operations did not help: with 4
+ * 4x slower with the trim on reuse).
+ * That trim at every such free is for a program where one thread makes all the large
+ * allocations and frees: then it costs a system call and the page faults of whatever the next
+ * user writes there (sweep-large, 1 thread: 1.5x glibc's speed instead of 6x, 1.4x its peak RSS
+ * instead of 2.1x). Where several threads make them, each trim also costs a TLB shootdown on
+ * the CPUs running the others: trimming at every such free made 2 and 4 threads 0.68x and 0.57x
+ * glibc's speed, and deciding per window of a few thousand operations did not help (with 4
  * threads on 2 CPUs one thread often has the large blocks to itself that long while the others
- * wait for the memory map's lock. So a second thread seen stops trimming until
- * ONE_THREAD_AGAIN operations in a row came from a single thread. Counted under retain_lock,
- * which each of them takes. */
+ * wait for the memory map's lock). Not trimming at all left 2.2x glibc's peak RSS. So with
+ * several threads a mapping is trimmed whole (all but the header's page) at the free that ends
+ * its FM_LARGE_SHORT_REUSES_PER_TRIM-th reuse by a smaller block: one shootdown per 64 such
+ * frees, and a mapping holds the pages of at most 64 users (sweep-large at 2 and 4 threads:
+ * 0.95-1.41x glibc's peak RSS at 0.93-1.03x its speed, as many page faults as glibc; every
+ * 16th: 0.7-0.97x its RSS at 0.86-0.88x its speed). Whatever releases pages, the
+ * next user's first writes fault: in that loop peak RSS and page faults trade against each
+ * other, and glibc's trims of its heap top put it at one fault per block.
+ * A second thread seen switches to that mode until ONE_THREAD_AGAIN operations in a row came
+ * from a single thread. Counted under retain_lock, which each of them takes. */
 #define TRIM_SLACK ((size_t)512 << 10)
 #define ONE_THREAD_AGAIN 65536u
 
@@ -118,18 +126,26 @@ static void count_thread_locked(void)
     }
 }
 
-/* The kept mapping of a block being freed: the pages earlier users may have written more than
- * TRIM_SLACK past this block's end go back to the OS, if one thread makes the large blocks. */
+/* The kept mapping of a block being freed, `used` bytes of it the block's: the pages earlier
+ * users may have written more than TRIM_SLACK past its end go back to the OS if one thread
+ * makes the large blocks; with several, all but the header's page every
+ * FM_LARGE_SHORT_REUSES_PER_TRIM-th time. (A kept mapping never shrinks: touched <= map_size.) */
 static void trim_stale(fm_large_header_t *h, size_t used)
 {
     size_t touched = (size_t)h->touched_chunks << 16;
-    if (touched > h->map_size)
-        touched = h->map_size; /* spare chunks beyond the block were cut off since */
     if (used > touched)
         touched = used;
-    if (touched > used + TRIM_SLACK && !fm_load_relaxed(&several_threads)) {
+    if (touched <= used + TRIM_SLACK) {
+        /* nothing stale beyond the slack */
+    } else if (!fm_load_relaxed(&several_threads)) {
         fm_os_trim((char *)h->map_base + used + TRIM_SLACK, touched - used - TRIM_SLACK);
         touched = used + TRIM_SLACK;
+        h->short_reuses = 0;
+    } else if (++h->short_reuses >= FM_LARGE_SHORT_REUSES_PER_TRIM) {
+        size_t page = fm_os_page_size(); /* the header's page stays */
+        fm_os_trim((char *)h->map_base + page, touched - page);
+        touched = FM_LARGE_GRANULARITY; /* in chunks: the one holding the header */
+        h->short_reuses = 0;
     }
     h->touched_chunks = (uint32_t)(touched >> 16);
 }
@@ -170,30 +186,33 @@ static void release(fm_large_header_t *h)
         unmap_block(evicted[i]);
 }
 
-/* Spare chunks of live blocks, all together, stay under a budget: the OS memory they hold is
- * bounded (retained + spare <= 48 MiB) however many small requests take big mappings. */
+/* Spare chunks of live blocks that may hold stale pages (an earlier user of the mapping wrote
+ * there), all together, stay under a budget: the OS memory they hold is bounded (retained +
+ * spare <= 48 MiB) however many small requests take big mappings. Spare chunks no user wrote
+ * hold no memory and are not counted. */
 #define SPARE_BUDGET ((size_t)16 << 20)
 static size_t spare_bytes;
 
-static bool add_spare(fm_large_header_t *h, size_t bytes)
+static bool charge_spare(size_t bytes)
 {
     size_t now = fm_load_relaxed(&spare_bytes);
     do {
         if (now + bytes > SPARE_BUDGET)
             return false;
     } while (!__atomic_compare_exchange_n(&spare_bytes, &now, now + bytes, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
-    h->spare_chunks = (uint32_t)(bytes >> 16);
     return true;
 }
 
-/* The block no longer has spare chunks: used by a resize, or the block is freed. */
+/* The block keeps `keep` bytes of spare chunks (fewer: a resize grew into them; 0: it is freed
+ * or moved); the charged part beyond that leaves the budget. */
 static void drop_spare(fm_large_header_t *h, size_t keep)
 {
-    size_t old = (size_t)h->spare_chunks << 16;
-    if (old != keep) {
-        __atomic_fetch_sub(&spare_bytes, old - keep, __ATOMIC_RELAXED);
-        h->spare_chunks = (uint32_t)(keep >> 16);
+    size_t charged = (size_t)h->charged_chunks << 16;
+    if (charged > keep) {
+        __atomic_fetch_sub(&spare_bytes, charged - keep, __ATOMIC_RELAXED);
+        h->charged_chunks = (uint16_t)(keep >> 16);
     }
+    h->spare_chunks = (uint32_t)(keep >> 16);
 }
 
 /* The smallest kept mapping of at least map_size bytes, taken out; NULL if none. */
@@ -220,14 +239,21 @@ static fm_large_header_t *take_retained(size_t map_size)
     fm_lock_release(&retain_lock);
     if (h == NULL)
         return NULL;
-    size_t spare = h->map_size - map_size;
-    h->spare_chunks = 0;
-    if (spare != 0 && !add_spare(h, spare)) {
-        /* over the spare budget: cut the mapping to the block's size */
-        char *cut = (char *)h->map_base + map_size;
-        fm_pagemap_unregister(cut, spare);
-        fm_os_unmap(cut, spare);
-        h->map_size = map_size;
+    /* Beyond the block: spare chunks. Where earlier users wrote them, they count in the budget;
+     * over it, those pages go back now. (Cutting the mapping to the block's size instead, as
+     * this did before, made the kept mappings ever smaller: sweep-large at 2 threads then made
+     * 130-230 fresh mappings per run instead of 50-80, each page of them a fault.) */
+    h->spare_chunks = (uint32_t)((h->map_size - map_size) >> 16);
+    h->charged_chunks = 0;
+    size_t touched = (size_t)h->touched_chunks << 16;
+    if (touched > map_size) {
+        size_t stale = touched - map_size;
+        if (charge_spare(stale)) {
+            h->charged_chunks = (uint16_t)(stale >> 16);
+        } else {
+            fm_os_trim((char *)h->map_base + map_size, stale);
+            h->touched_chunks = (uint32_t)(map_size >> 16);
+        }
     }
     return h;
 }
@@ -335,7 +361,9 @@ static fm_large_header_t *map_block(size_t size, size_t alignment)
     h->map_size = (size_t)(end - front);
     h->user_size = size;
     h->spare_chunks = 0;
+    h->charged_chunks = 0;
     h->touched_chunks = 0;
+    h->short_reuses = 0;
     h->recycled = 0;
     h->flags = FM_FLAG_LARGE;
     if (!fm_pagemap_register(front, h->map_size, h, FM_REGION_LARGE)) {

@@ -212,7 +212,9 @@ typedef struct fm_large_header {
     uint32_t spare_chunks;   /* 64 KiB chunks at the end beyond the block (a retained mapping reused) */
     uint32_t touched_chunks; /* 64 KiB chunks from map_base its users may have written (large.c) */
     uint8_t recycled;        /* a retained mapping reused (large.c): not known to be zero */
-    uint8_t pad[64 - 6 * sizeof(void *) - 8 - 3];
+    uint8_t short_reuses;    /* frees of smaller blocks since its last whole trim (large.c) */
+    uint16_t charged_chunks; /* spare chunks that may hold stale pages, counted in the spare budget */
+    uint8_t pad[64 - 6 * sizeof(void *) - 8 - 6];
     uint16_t flags;
 } fm_large_header_t;
 FM_STATIC_ASSERT(sizeof(fm_large_header_t) == FM_LARGE_HEADER, "large header is 64 bytes");

@@ -142,7 +142,8 @@ static void *large_from_another_thread(void *arg)
 }
 
 /* Guards: once another thread has made large blocks, a reused mapping keeps its pages when the
- * block is freed (a trim then costs TLB shootdowns on the CPUs running the other threads). */
+ * block is freed (a trim then costs TLB shootdowns on the CPUs running the other threads; they
+ * go after FM_LARGE_SHORT_REUSES_PER_TRIM such frees, the next test). */
 START_TEST(large_reuse_keeps_pages_with_threads)
 {
     pthread_t t;
@@ -153,6 +154,81 @@ START_TEST(large_reuse_keeps_pages_with_threads)
     unsigned char *q = reuse_big_mapping(&stale, &stale_len);
     fastmm_free(q);
     ck_assert_uint_eq(resident_pages(stale, stale_len), stale_len / (size_t)sysconf(_SC_PAGESIZE));
+}
+END_TEST
+
+/* Guards: with several threads making large blocks, a kept mapping keeps its pages through
+ * FM_LARGE_SHORT_REUSES_PER_TRIM - 1 reuses by smaller blocks and is trimmed whole (all but the
+ * header's page) when the last of them is freed: a mapping holds the pages of a bounded number
+ * of users, at one TLB shootdown per that many frees. */
+START_TEST(large_mapping_trimmed_whole_every_kth_reuse_with_threads)
+{
+    if (!dontneed_works()) {
+        fprintf(stdout, "large_mapping_trimmed_whole_every_kth_reuse_with_threads: MADV_DONTNEED "
+                        "keeps pages here (qemu-user ignores it); skipped\n");
+        return;
+    }
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, large_from_another_thread, NULL), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    unsigned char *stale;
+    size_t stale_len;
+    unsigned char *q = reuse_big_mapping(&stale, &stale_len);
+    for (unsigned i = 1;; i++) {
+        memset(q, 1, REUSED_BYTES);
+        fastmm_free(q);
+        if (i == FM_LARGE_SHORT_REUSES_PER_TRIM)
+            break;
+        ck_assert_uint_eq(resident_pages(stale, stale_len), stale_len / page);
+        unsigned char *again = fastmm_malloc(REUSED_BYTES);
+        ck_assert_ptr_eq(again, q); /* the same kept mapping each time */
+        q = again;
+    }
+    ck_assert_uint_eq(resident_pages(stale, stale_len), 0);
+    /* the block's own pages went too; only the header's page (and q's first bytes) stays */
+    ck_assert_uint_le(resident_pages(q, REUSED_BYTES), 1);
+}
+END_TEST
+
+/* Guards: a kept mapping reused by a smaller block keeps its whole size even when the pages
+ * earlier users wrote beyond the block would take the spare budget (16 MiB) over: those pages go
+ * back instead (the mapping used to be cut to the block's size, and the kept mappings became
+ * ever smaller). Within the budget they stay. */
+START_TEST(large_spare_over_budget_trimmed_not_cut)
+{
+    if (!dontneed_works()) {
+        fprintf(stdout, "large_spare_over_budget_trimmed_not_cut: MADV_DONTNEED keeps pages here "
+                        "(qemu-user ignores it); skipped\n");
+        return;
+    }
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const size_t first = (size_t)15 << 20, second = (size_t)4 << 20;
+    fm_large_release_retained();
+    /* 15 MiB written and freed, its mapping reused by a small block: ~14.4 MiB of written spare,
+     * within the budget */
+    unsigned char *p = fastmm_malloc(first);
+    ck_assert_ptr_nonnull(p);
+    memset(p, 0x5a, first);
+    fastmm_free(p);
+    unsigned char *a = fastmm_malloc(REUSED_BYTES);
+    ck_assert_ptr_eq(a, p);
+    /* 4 MiB the same way: its ~3.4 MiB of written spare would pass the budget */
+    p = fastmm_malloc(second);
+    ck_assert_ptr_nonnull(p);
+    memset(p, 0x5a, second);
+    fastmm_free(p);
+    unsigned char *b = fastmm_malloc(REUSED_BYTES);
+    ck_assert_ptr_eq(b, p);
+    ck_assert_uint_ge(fm_large_header_of(b)->map_size, second); /* not cut */
+    /* from 1 MiB into each mapping (past the block and its chunk) to 1 MiB before its end */
+    unsigned char *b_spare = (unsigned char *)fm_large_header_of(b)->map_base + ((size_t)1 << 20);
+    unsigned char *a_spare = (unsigned char *)fm_large_header_of(a)->map_base + ((size_t)1 << 20);
+    size_t b_spare_len = second - ((size_t)2 << 20), a_spare_len = first - ((size_t)2 << 20);
+    ck_assert_uint_eq(resident_pages(b_spare, b_spare_len), 0);
+    ck_assert_uint_eq(resident_pages(a_spare, a_spare_len), a_spare_len / page);
+    fastmm_free(a);
+    fastmm_free(b);
 }
 END_TEST
 
@@ -167,6 +243,8 @@ int main(void)
     /* this order: without fork mode the second one's thread would stop the first one's trims */
     tcase_add_test(tc, large_reuse_trims_when_one_thread);
     tcase_add_test(tc, large_reuse_keeps_pages_with_threads);
+    tcase_add_test(tc, large_mapping_trimmed_whole_every_kth_reuse_with_threads);
+    tcase_add_test(tc, large_spare_over_budget_trimmed_not_cut);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
