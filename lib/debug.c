@@ -61,7 +61,6 @@ static unsigned stack_depth = 20;
 static uint32_t last_allocation_number;
 static uint32_t allocation_group;
 static uint32_t break_number;
-static uint64_t start_ms;
 
 /* ---- layout helpers ---- */
 
@@ -433,7 +432,7 @@ static void *init_block(char *outer, size_t size, unsigned depth, int fill)
     h->previous_first_word = 0;
     h->allocation_group = fm_load_relaxed(&allocation_group);
     h->allocation_number = next_allocation_number();
-    h->allocation_ms = (uint32_t)(fm_os_coarse_time_ms() - start_ms);
+    h->allocation_ms = (uint32_t)(fm_os_coarse_time_ms() - fm_start_ms);
     h->allocated_by_thread = fm_os_thread_id();
     h->freed_by_thread = 0;
     h->reserved3 = 0;
@@ -552,13 +551,13 @@ static freed_large_t freed_large[FREED_LARGE_RING];
 static unsigned ring_next;
 
 /* fork: neither lock is held while another lock of the library is taken. */
-void fm_debug_fork_lock(void)
+FM_EVERY_PROCESS void fm_debug_fork_lock(void)
 {
     fm_lock_wait(&mode_lock);
     fm_lock_wait(&ring_lock);
 }
 
-void fm_debug_fork_unlock(void)
+FM_EVERY_PROCESS void fm_debug_fork_unlock(void)
 {
     fm_lock_release(&ring_lock);
     fm_lock_release(&mode_lock);
@@ -846,11 +845,15 @@ bool fm_debug_scan_block(const void *outer)
 
 /* ---- public API (section 2) ---- */
 
-void fm_debug_init(void)
+FM_EVERY_PROCESS void fm_debug_init(void)
 {
-    start_ms = fm_os_coarse_time_ms();
     /* The fast-path flags also depend on fm_track_on (memcheck: malloc's and free's frameless
-     * paths make no memcheck calls), known by now: apply_options_locked is their one writer. */
+     * paths make no memcheck calls), known by now: apply_options_locked is their one writer.
+     * Where all of them stay false (no debug mode yet, no memcheck), nothing is written: this
+     * file's .bss pages then cost no memory in a program that never uses debug mode. */
+    if (fm_load_relaxed(&debug_counter) == 0 && fm_load_relaxed(&erase_allocated_counter) == 0 &&
+        fm_load_relaxed(&erase_freed_counter) == 0 && !fm_track_on)
+        return;
     fm_lock_wait(&mode_lock);
     apply_options_locked();
     fm_lock_release(&mode_lock);

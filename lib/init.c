@@ -10,8 +10,28 @@
 #include <fcntl.h>
 #include <pthread.h>
 
+/* pthread_atfork is not in libc.so: glibc's libc_nonshared.a links a small copy of it into the
+ * library, which calls glibc's exported __register_atfork with our __dso_handle (so that the
+ * handlers go if the library is unloaded). The linker puts that copy at the end of our text,
+ * among the seldom-used code (Makefile.am), and calling it there would map that code's 64 KiB
+ * window in every process (28 KiB of RSS on x86-64). So where __register_atfork exists it is called as
+ * that copy calls it; elsewhere (another libc) pthread_atfork is. */
+extern int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void), void *dso)
+    __attribute__((weak));
+extern void *__dso_handle;
+
 static fm_lock_t init_lock;
 static bool atfork_registered;
+/* Here, not in debug.c: this file's variables are written at start-up anyway, and a page of
+ * .bss that nothing writes costs no memory (see fm_debug_init). */
+uint64_t fm_start_ms;
+
+/* What the dynamic loader calls at exit as the library's DT_FINI (configure links with
+ * -Wl,-fini=fm_fini where the linker has it): nothing to do, like the default, crti's _fini,
+ * which the linker places after all of .text, among the seldom-used code (FM_EVERY_PROCESS in
+ * base.h), whose 64 KiB window calling it would map at every exit. */
+FM_EVERY_PROCESS void fm_fini(void);
+void fm_fini(void) {}
 /* Where the exit-time report goes. Many programs close standard error before exiting (gnulib's
  * close_stdout does), so with FASTMM5_STATS a private duplicate is kept from start-up. */
 static int report_fd = 2;
@@ -88,6 +108,7 @@ void fm_init_once(void)
 {
     fm_lock_wait(&init_lock);
     if (!fm_load_relaxed(&fm_ready)) {
+        fm_start_ms = fm_os_coarse_time_ms();
         fm_options_init();
         fm_sizeclass_init();
         fm_small_init();
@@ -101,7 +122,10 @@ void fm_init_once(void)
     fm_lock_release(&init_lock);
     if (!fm_load_acquire(&atfork_registered)) {
         fm_store_release(&atfork_registered, true);
-        pthread_atfork(before_fork, after_fork, after_fork_in_child);
+        if (__register_atfork != NULL)
+            __register_atfork(before_fork, after_fork, after_fork_in_child, &__dso_handle);
+        else
+            pthread_atfork(before_fork, after_fork, after_fork_in_child);
     }
 }
 

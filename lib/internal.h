@@ -297,6 +297,7 @@ void fm_free_classified(void *p, fm_block_ref_t ref);
 void fm_free_cached(void *p, fm_block_ref_t ref); /* small or medium */
 void fm_ensure_init(void);
 extern bool fm_ready;
+extern uint64_t fm_start_ms; /* coarse time at start-up (init.c); debug blocks' times count from it */
 
 /* ---- stacktrace.c ---- */
 void fm_stack_init(void);

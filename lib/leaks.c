@@ -66,13 +66,13 @@ static leak_t collected[COLLECTED_MAX];
 static summary_row_t summary[SUMMARY_MAX];
 
 /* fork: the check holds check_lock, then registry_lock, then arena locks (never the reverse). */
-void fm_leaks_fork_lock(void)
+FM_EVERY_PROCESS void fm_leaks_fork_lock(void)
 {
     fm_lock_wait(&check_lock);
     fm_lock_wait(&registry_lock);
 }
 
-void fm_leaks_fork_unlock(void)
+FM_EVERY_PROCESS void fm_leaks_fork_unlock(void)
 {
     fm_lock_release(&registry_lock);
     fm_lock_release(&check_lock);
@@ -185,7 +185,7 @@ FM_EXPORT size_t fastmm_leak_check(void)
 /* glibc frees its own long-lived buffers when asked, as Valgrind asks at exit. */
 extern void __libc_freeres(void) __attribute__((weak));
 
-size_t fm_leak_check_at_exit(void)
+FM_EVERY_PROCESS size_t fm_leak_check_at_exit(void)
 {
     if (__libc_freeres != NULL)
         __libc_freeres();

@@ -84,9 +84,12 @@ static size_entry_t *find(const void *p)
  * usable_size()), for suites that check the allocator's own size arithmetic under memcheck. */
 static bool slack_usable;
 
-void fm_track_init(void)
+FM_EVERY_PROCESS void fm_track_init(void)
 {
-    fm_track_on = RUNNING_ON_VALGRIND != 0;
+    /* written only when true: outside memcheck this page of .bss stays unwritten (no memory) */
+    if (RUNNING_ON_VALGRIND == 0)
+        return;
+    fm_track_on = true;
     const char *v = fm_os_getenv("FASTMM5_VALGRIND_SLACK");
     slack_usable = v != NULL && v[0] == 'u';
 }
@@ -161,7 +164,7 @@ size_t fm_track_requested_slow(const void *p, size_t usable)
 
 #else /* built without Valgrind support */
 
-void fm_track_init(void) {}
+FM_EVERY_PROCESS void fm_track_init(void) {}
 void fm_track_alloc_slow(void *p, size_t requested, size_t usable, bool zeroed)
 {
     (void)p, (void)requested, (void)usable, (void)zeroed;

@@ -92,8 +92,8 @@ static fm_lock_t alignment_lock;
 static unsigned alignment_counts[4]; /* 8, 16, 32, 64 */
 static unsigned current_alignment;   /* 0 until the first enter: the base alignment */
 
-void fm_tuning_fork_lock(void) { fm_lock_wait(&alignment_lock); }
-void fm_tuning_fork_unlock(void) { fm_lock_release(&alignment_lock); }
+FM_EVERY_PROCESS void fm_tuning_fork_lock(void) { fm_lock_wait(&alignment_lock); }
+FM_EVERY_PROCESS void fm_tuning_fork_unlock(void) { fm_lock_release(&alignment_lock); }
 
 static int alignment_slot(unsigned alignment)
 {
@@ -177,13 +177,11 @@ unsigned fm_tuning_min_alignment(void)
 
 FM_EXPORT unsigned fastmm_alignment(void) { return fm_tuning_min_alignment(); }
 
-/* FASTMM5_MIN_ALIGNMENT, once the heap is initialized (init.c's constructor). */
-void fm_tuning_start(void)
+/* FASTMM5_MIN_ALIGNMENT, once the heap is initialized: called once, by init.c's
+ * apply_start_options (no flag of its own here: writing one would make this file's page of .bss
+ * cost memory in every process). */
+FM_EVERY_PROCESS void fm_tuning_start(void)
 {
-    static bool started;
-    if (started)
-        return;
-    started = true;
     if (fm_options.min_alignment != 0)
         fastmm_alignment_enter(fm_options.min_alignment);
 }

@@ -384,13 +384,13 @@ static log_row_t log_rows[LOG_ROWS];
 static size_t log_overflow_count, log_overflow_total;
 
 /* fork: both are held while the heap is walked (arena locks inside), never inside another. */
-void fm_walk_fork_lock(void)
+FM_EVERY_PROCESS void fm_walk_fork_lock(void)
 {
     fm_lock_wait(&json_lock);
     fm_lock_wait(&log_lock);
 }
 
-void fm_walk_fork_unlock(void)
+FM_EVERY_PROCESS void fm_walk_fork_unlock(void)
 {
     fm_lock_release(&log_lock);
     fm_lock_release(&json_lock);

@@ -1,0 +1,204 @@
+/*
+ * cold-text.c - a program that only allocates runs none of the library's seldom-used code.
+ *
+ * The kernel maps a file's pages 64 KiB at a time around a fault (fault-around), so everything a
+ * program without debug mode runs is kept in the first 64 KiB of the library's text: the hot
+ * files first (Makefile.am's order), the start-up, exit and fork code of the others in
+ * .text.startup (FM_EVERY_PROCESS in lib/base.h), DT_FINI pointed at an empty function there
+ * (configure's -fini), and the segments aligned to 64 KiB (-z max-page-size), so that the rest,
+ * never touched, is never mapped (28 KiB of RSS in every process on x86-64).
+ *
+ * This program takes execute permission away from the library's text past its first 64 KiB,
+ * then allocates, reallocates and frees blocks of every kind in two threads, trims, forks a
+ * child that allocates and exits normally, and exits normally itself: code run there is a
+ * SIGSEGV, reported with its offset in the text mapping (look it up with nm -n on the library;
+ * the nearest exported name is printed too). The control, in a child: debug mode, whose code
+ * lies past the first 64 KiB, must fault the same way, else the check proves nothing.
+ * Start-up code (run at the first allocation, before main) is not covered: it has run by the
+ * time the text can be protected.
+ * Skips (77) on other targets than x86-64 (there hot code calls libgcc helpers, which the linker
+ * puts after all of the library's code: 64-bit division on i386, outline atomics on aarch64),
+ * where the text fits in 64 KiB, where FASTMM5_* variables are set (they may ask for
+ * debug mode or reports), and where the control does not fault.
+ */
+#define _GNU_SOURCE 1
+#include <dlfcn.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fastmm5.h>
+
+#define WINDOW ((uintptr_t)64 << 10)
+
+extern char **environ;
+static uintptr_t text_start, text_end;
+static volatile sig_atomic_t expect_fault; /* set in the control's child */
+
+/* The library's executable mapping, from /proc/self/maps. */
+static bool find_text(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (f == NULL)
+        return false;
+    char line[512];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f) != NULL) {
+        unsigned long lo, hi;
+        char perms[8];
+        if (strstr(line, "libfastmm5") != NULL && sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 &&
+            perms[2] == 'x') {
+            text_start = lo;
+            text_end = hi;
+            found = true;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+static void on_segv(int sig, siginfo_t *info, void *context)
+{
+    (void)context;
+    uintptr_t at = (uintptr_t)info->si_addr;
+    char msg[256];
+    int n;
+    Dl_info d;
+    if (at >= text_start + WINDOW && at < text_end) {
+        /* dladdr does not allocate in glibc; the process ends right after anyway */
+        const char *near = dladdr((void *)at, &d) && d.dli_sname != NULL ? d.dli_sname : "?";
+        n = snprintf(msg, sizeof msg, "cold-text: %sseldom-used code run at offset 0x%lx of the text mapping (after %s)\n",
+                     expect_fault ? "the control, as expected: " : "FAIL: ", (unsigned long)(at - text_start), near);
+    } else {
+        n = snprintf(msg, sizeof msg, "cold-text: SIGSEGV at %p, outside the protected text\n", info->si_addr);
+    }
+    if (n > 0)
+        (void)!write(1, msg, (size_t)n);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* Every kind of block, the way a program uses them. */
+static void *work(void *arg)
+{
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    void *live[64] = {0};
+    for (unsigned i = 0; i < 4000; i++) {
+        unsigned s = i % 64;
+        seed = seed * 1103515245u + 12345u;
+        unsigned kind = (seed >> 8) % 3;
+        size_t size = kind == 0 ? (seed >> 4) % 2600 : kind == 1 ? 2700 + (seed >> 4) % 60000 : 600000 + (seed >> 4) % 900000;
+        if (i % 97 == 0)
+            size = (size_t)3 << 20;
+        free(live[s]);
+        live[s] = (i & 3) == 0 ? calloc(1, size) : malloc(size);
+        if (live[s] == NULL)
+            abort();
+        memset(live[s], 1, size < 64 ? size : 64);
+        if (i % 5 == 0) {
+            void *q = realloc(live[s], size / 2 + 1);
+            if (q == NULL)
+                abort();
+            live[s] = realloc(q, size * 2 + 100);
+            if (live[s] == NULL)
+                abort();
+        }
+        if (i % 31 == 0) {
+            void *a = NULL;
+            if (posix_memalign(&a, 256, 1000) != 0 || malloc_usable_size(a) < 1000)
+                abort();
+            free(a);
+            free(aligned_alloc(4096, 8192));
+        }
+    }
+    for (unsigned s = 0; s < 64; s++)
+        free(live[s]);
+    return NULL;
+}
+
+/* Runs fn in a child; returns its wait status. */
+static int in_child(void (*fn)(void))
+{
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) {
+        fn();
+        exit(0); /* normal exit: atexit handlers, destructors, DT_FINI */
+    }
+    int status = -1;
+    if (child < 0 || waitpid(child, &status, 0) != child)
+        return -1;
+    return status;
+}
+
+static void child_allocates(void) { free(malloc(100)); }
+
+static void child_uses_debug_mode(void)
+{
+    expect_fault = 1;
+    fastmm_debug_enter();
+    free(malloc(100));
+}
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IONBF, 0); /* DT_FINI runs before exit flushes stdio */
+#if !defined(__x86_64__)
+    /* libgcc's helpers are linked after all of the library's code, and hot code calls some of
+     * them elsewhere: the 64-bit divisions on i386, the outline atomics on aarch64. */
+    printf("cold-text: the text layout is arranged for x86-64 only: skipped\n");
+    return 77;
+#endif
+    for (char **e = environ; *e != NULL; e++)
+        if (strncmp(*e, "FASTMM5_", 8) == 0) {
+            printf("cold-text: %s is set (it may ask for debug mode or reports): skipped\n", *e);
+            return 77;
+        }
+    if (!find_text()) {
+        printf("cold-text: no libfastmm5 text mapping in /proc/self/maps: skipped\n");
+        return 77;
+    }
+    if (text_end - text_start <= WINDOW) {
+        printf("cold-text: %lu KiB of text, all in the first 64 KiB: skipped\n",
+               (unsigned long)((text_end - text_start) >> 10));
+        return 77;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &sa, NULL);
+    if (mprotect((void *)(text_start + WINDOW), text_end - text_start - WINDOW, PROT_READ) != 0) {
+        perror("cold-text: mprotect");
+        return 99;
+    }
+
+    int status = in_child(child_uses_debug_mode);
+    if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGSEGV) {
+        printf("cold-text: the control ran debug mode without a fault (status 0x%x): protections not "
+               "enforced here (an emulator?), or debug mode's code is in the first 64 KiB: skipped\n", status);
+        return 77;
+    }
+    pthread_t t;
+    if (pthread_create(&t, NULL, work, (void *)1) != 0)
+        return 99;
+    work((void *)2);
+    pthread_join(t, NULL);
+    malloc_trim(0);
+    status = in_child(child_allocates);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        printf("cold-text: FAIL: a forked child that allocated and exited ended with status 0x%x\n", status);
+        return 1;
+    }
+    printf("cold-text: %lu KiB of text; allocation work, fork and exit ran none past the first 64 KiB\n",
+           (unsigned long)((text_end - text_start) >> 10));
+    return 0; /* the exit path runs with the text still protected: a fault there fails the test */
+}
