@@ -88,8 +88,8 @@ static size_t retained_bytes;
  * 4x slower with the trim on reuse).
  * That trim at every such free is for a program where one thread makes all the large
  * allocations and frees: then it costs a system call and the page faults of whatever the next
- * user writes there (sweep-large, 1 thread: 1.5x glibc's speed instead of 6x, 1.4x its peak RSS
- * instead of 2.1x). Where several threads make them, each trim also costs a TLB shootdown on
+ * user writes there (sweep-large, 1 thread: 1.1x glibc's speed instead of 6x, 1.17x its peak
+ * RSS instead of 2.1x; a slack of 512 KiB: 1.5x and 1.4x, 128 KiB: 1.1x and 1.15x). Where several threads make them, each trim also costs a TLB shootdown on
  * the CPUs running the others: trimming at every such free made 2 and 4 threads 0.68x and 0.57x
  * glibc's speed, and deciding per window of a few thousand operations did not help (with 4
  * threads on 2 CPUs one thread often has the large blocks to itself that long while the others
@@ -103,7 +103,7 @@ static size_t retained_bytes;
  * other, and glibc's trims of its heap top put it at one fault per block.
  * A second thread seen switches to that mode until ONE_THREAD_AGAIN operations in a row came
  * from a single thread. Counted under retain_lock, which each of them takes. */
-#define TRIM_SLACK ((size_t)512 << 10)
+#define TRIM_SLACK ((size_t)256 << 10)
 #define ONE_THREAD_AGAIN 65536u
 
 /* Its address tells threads apart without a system call. */
