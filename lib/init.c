@@ -14,8 +14,8 @@
  * library, which calls glibc's exported __register_atfork with our __dso_handle (so that the
  * handlers go if the library is unloaded). The linker puts that copy at the end of our text,
  * among the seldom-used code (Makefile.am), and calling it there would map that code's 64 KiB
- * window in every process (28 KiB of RSS on x86-64). So where __register_atfork exists it is called as
- * that copy calls it; elsewhere (another libc) pthread_atfork is. */
+ * window in every process (28 KiB of RSS on x86-64). So where __register_atfork exists it is
+ * called as that copy calls it; elsewhere (another libc) pthread_atfork is. */
 extern int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void), void *dso)
     __attribute__((weak));
 extern void *__dso_handle;

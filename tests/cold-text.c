@@ -75,8 +75,10 @@ static void on_segv(int sig, siginfo_t *info, void *context)
     if (at >= text_start + WINDOW && at < text_end) {
         /* dladdr does not allocate in glibc; the process ends right after anyway */
         const char *near = dladdr((void *)at, &d) && d.dli_sname != NULL ? d.dli_sname : "?";
-        n = snprintf(msg, sizeof msg, "cold-text: %sseldom-used code run at offset 0x%lx of the text mapping (after %s)\n",
-                     expect_fault ? "the control, as expected: " : "FAIL: ", (unsigned long)(at - text_start), near);
+        n = snprintf(msg, sizeof msg,
+                     "cold-text: %sseldom-used code run at offset 0x%lx of the text mapping (after %s)\n",
+                     expect_fault ? "the control, as expected: " : "FAIL: ", (unsigned long)(at - text_start),
+                     near);
     } else {
         n = snprintf(msg, sizeof msg, "cold-text: SIGSEGV at %p, outside the protected text\n", info->si_addr);
     }
@@ -95,7 +97,9 @@ static void *work(void *arg)
         unsigned s = i % 64;
         seed = seed * 1103515245u + 12345u;
         unsigned kind = (seed >> 8) % 3;
-        size_t size = kind == 0 ? (seed >> 4) % 2600 : kind == 1 ? 2700 + (seed >> 4) % 60000 : 600000 + (seed >> 4) % 900000;
+        size_t size = kind == 0   ? (seed >> 4) % 2600            /* small */
+                      : kind == 1 ? 2700 + (seed >> 4) % 60000    /* medium */
+                                  : 600000 + (seed >> 4) % 900000; /* large */
         if (i % 97 == 0)
             size = (size_t)3 << 20;
         free(live[s]);
