@@ -231,10 +231,6 @@ static size_t set_limit(int mode, size_t head)
         CHILD_REQUIRE(setrlimit(RLIMIT_AS, &rl) == 0, "setrlimit(RLIMIT_AS, %zu) failed (errno %d)", limit, errno);
         return limit;
     }
-    /* Setting a limit gives back what the heap keeps only for speed (kept large mappings,
-     * cached blocks): give it back first, else the headroom would grow by what happened to be
-     * kept at the fork (up to 32 MiB of large mappings alone). */
-    malloc_trim(0);
     size_t limit = fastmm_os_memory() + head;
     fastmm_set_memory_limit(limit);
     CHILD_REQUIRE(fastmm_memory_limit() == limit, "fastmm_memory_limit() %zu, set %zu", fastmm_memory_limit(), limit);
