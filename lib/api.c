@@ -589,3 +589,25 @@ FM_EXPORT size_t fastmm_usable_size(const void *p)
     }
     return fm_track_usable(p, fm_block_usable(p, ref));
 }
+
+/* ---- upkeep and counters: malloc_trim drains the pending frees, monitoring loops read the
+ * counters; kept with the hot code (in usage.c, in the seldom-used segment, the first call
+ * would map that segment) ---- */
+
+FM_EXPORT bool fastmm_process_pending_frees(void)
+{
+    fm_tcache_flush_current();
+    bool small = fm_small_drain_all();
+    bool medium = fm_medium_drain_all();
+    bool large = fm_large_drain_all();
+    return small && medium && large;
+}
+
+FM_EXPORT size_t fastmm_os_memory(void) { return fm_os_mapped_bytes(); }
+
+FM_EXPORT void fastmm_get_contention(fastmm_contention_t *out)
+{
+    out->small = fm_small_contention();
+    out->medium = fm_medium_contention();
+    out->large = fm_large_contention();
+}

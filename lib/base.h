@@ -14,9 +14,10 @@
 #define FM_NOINLINE __attribute__((noinline))
 #define FM_COLD __attribute__((cold, noinline))
 #define FM_INLINE static inline __attribute__((always_inline))
-/* Code in one of the seldom-used files (Makefile.am lists them last) that every process runs:
- * start-up, exit, fork. The linker puts .text.startup ahead of all .text, with the hot code, so
- * the cold files' pages are never touched (a fault in text maps a whole 64 KiB window). */
+/* Code in one of the seldom-used files (lib_libfastmm5_seldom_la_SOURCES in Makefile.am) that
+ * every process runs: start-up, exit, fork. lib/seldom-text.ld leaves .text.startup with the hot
+ * code, so the seldom-used code's own segment is never mapped in a process that only allocates
+ * (a fault in text maps up to 64 KiB around it, within its mapping). */
 #define FM_EVERY_PROCESS __attribute__((section(".text.startup")))
 #define FM_HIDDEN __attribute__((visibility("hidden")))
 #define FM_EXPORT __attribute__((visibility("default")))

@@ -184,8 +184,9 @@ bool fm_event_set_log_path(const char *path)
     return true;
 }
 
-void fm_event_lock(void) { fm_lock_wait(&report_lock); }
-void fm_event_unlock(void) { fm_lock_release(&report_lock); }
+/* the fork handlers (init.c) run these in every process that forks: FM_EVERY_PROCESS */
+FM_EVERY_PROCESS void fm_event_lock(void) { fm_lock_wait(&report_lock); }
+FM_EVERY_PROCESS void fm_event_unlock(void) { fm_lock_release(&report_lock); }
 
 /* ---- public API (section 3) ---- */
 

@@ -28,8 +28,9 @@ uint64_t fm_start_ms;
 
 /* What the dynamic loader calls at exit as the library's DT_FINI (configure links with
  * -Wl,-fini=fm_fini where the linker has it): nothing to do, like the default, crti's _fini,
- * which the linker places after all of .text, among the seldom-used code (FM_EVERY_PROCESS in
- * base.h), whose 64 KiB window calling it would map at every exit. */
+ * which the linker places after all of .text: among the seldom-used code where the linker does
+ * not take lib/seldom-text.ld, and calling it would map that code's 64 KiB window at every exit
+ * (FM_EVERY_PROCESS: base.h). */
 FM_EVERY_PROCESS void fm_fini(void);
 void fm_fini(void) {}
 /* Where the exit-time report goes. Many programs close standard error before exiting (gnulib's

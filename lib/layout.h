@@ -159,7 +159,7 @@ typedef struct fm_medium_span {
     uint32_t first_block;    /* offset of the first block's user pointer */
     uint32_t used_blocks;    /* in-use blocks: O(1) "is the span empty" without coalescing */
     uint8_t pad[64 - 3 * sizeof(void *) - 3 * sizeof(uint32_t)];
-    uint64_t in_use_bits[];  /* span_size / 64 bits */
+    uint64_t in_use_bits[];  /* span_size / 64 bits, the span's last unit first (fm_medium_bit_of) */
 } fm_medium_span_t;
 FM_STATIC_ASSERT(sizeof(fm_medium_span_t) == 64, "the bitmap starts at offset 64");
 

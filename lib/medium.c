@@ -23,17 +23,13 @@ FM_INLINE size_t unit_of(const fm_medium_span_t *span, const void *p)
     return (size_t)((uintptr_t)p - (uintptr_t)span) / 64u;
 }
 
-static bool is_used(const fm_medium_span_t *span, const void *p)
-{
-    size_t u = unit_of(span, p);
-    return (fm_load_relaxed(&span->in_use_bits[u / 64]) >> (u % 64)) & 1u;
-}
+static bool is_used(const fm_medium_span_t *span, const void *p) { return fm_medium_bit_set(span, unit_of(span, p)); }
 
 static void set_used(fm_medium_span_t *span, const void *p, bool used)
 {
-    size_t u = unit_of(span, p);
-    uint64_t *word = &span->in_use_bits[u / 64];
-    uint64_t bit = (uint64_t)1 << (u % 64);
+    size_t b = fm_medium_bit_of(span, unit_of(span, p));
+    uint64_t *word = &span->in_use_bits[b / 64];
+    uint64_t bit = (uint64_t)1 << (b % 64);
     fm_store_relaxed(word, used ? (*word | bit) : (*word & ~bit));
     span->used_blocks += used ? 1u : (uint32_t)-1;
     if (used && span->manager->kept_empty == span)

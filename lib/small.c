@@ -33,18 +33,21 @@ static void size_spans(fm_small_manager_t *m)
 
 uintptr_t fm_small_seal_key;
 
-void fm_small_init(void)
+void fm_small_init(void) { fm_small_seal_key = fm_os_random_word() | 1u; }
+
+/* A manager is set up (its class's constants written) when its first span is made, under its
+ * lock: arenas 1..3 are only used by threads that found arena 0 busy, and a .bss page never
+ * written costs no memory (4 arenas x 51 managers are 13 KiB). Code that reads these fields
+ * without the lock first sees a feed offset or a span that only exist after the set-up. */
+static void set_up_locked(fm_small_manager_t *m)
 {
-    fm_small_seal_key = fm_os_random_word() | 1u;
-    for (unsigned a = 0; a < FM_SMALL_ARENAS; a++)
-        for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++) {
-            fm_small_manager_t *m = &fm_small_managers[a][c];
-            m->block_size = fm_small_class_sizes[c];
-            m->class_index = (uint16_t)c;
-            m->arena = a;
-            m->reciprocal = (uint32_t)((((uint64_t)1 << 32) + m->block_size - 1) / m->block_size);
-            size_spans(m);
-        }
+    size_t index = (size_t)(m - &fm_small_managers[0][0]);
+    unsigned c = (unsigned)(index % FM_SMALL_CLASS_COUNT);
+    m->block_size = fm_small_class_sizes[c];
+    m->class_index = (uint16_t)c;
+    m->arena = (uint32_t)(index / FM_SMALL_CLASS_COUNT);
+    m->reciprocal = (uint32_t)((((uint64_t)1 << 32) + m->block_size - 1) / m->block_size);
+    size_spans(m);
 }
 
 FM_INLINE fm_small_span_t *span_of(const void *p, uint16_t flags)
@@ -172,6 +175,8 @@ static void *feed_try(fm_small_manager_t *m)
     uint64_t old = fm_load_acquire(&m->feed);
     for (;;) {
         uint32_t offset = FEED_OFFSET(old);
+        if (offset < FM_SMALL_SPAN_HEADER)
+            return NULL; /* no feed span: m may not even be set up (block_size) */
         if (offset < FM_SMALL_SPAN_HEADER + m->block_size)
             return NULL;
         fm_small_span_t *s = fm_load_acquire(&m->feed_span);
@@ -187,6 +192,8 @@ static void *feed_try(fm_small_manager_t *m)
 
 static void *new_span_locked(fm_small_manager_t *m)
 {
+    if (m->block_size == 0)
+        set_up_locked(m);
     fm_small_span_t *s = fm_medium_alloc(m->optimal_span_size, true);
     if (s == NULL)
         s = fm_medium_alloc(m->min_span_size, true);
@@ -310,6 +317,8 @@ static unsigned feed_try_many(fm_small_manager_t *m, void **chain, unsigned want
     uint64_t old = fm_load_acquire(&m->feed);
     for (;;) {
         uint32_t offset = FEED_OFFSET(old);
+        if (offset < FM_SMALL_SPAN_HEADER)
+            return 0; /* no feed span: m may not even be set up (block_size) */
         if (offset < FM_SMALL_SPAN_HEADER + m->block_size)
             return 0;
         unsigned available = (offset - FM_SMALL_SPAN_HEADER) / m->block_size;
@@ -474,9 +483,8 @@ uint64_t fm_small_served(void)
     for (unsigned a = 0; a < FM_SMALL_ARENAS; a++)
         for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++) {
             fm_small_manager_t *m = &fm_small_managers[a][c];
-            uint64_t unfed = (FEED_OFFSET(fm_load_relaxed(&m->feed)) - FM_SMALL_SPAN_HEADER) / m->block_size;
-            if (FEED_OFFSET(fm_load_relaxed(&m->feed)) < FM_SMALL_SPAN_HEADER)
-                unfed = 0;
+            uint32_t offset = FEED_OFFSET(fm_load_acquire(&m->feed)); /* a feed: m is set up */
+            uint64_t unfed = offset < FM_SMALL_SPAN_HEADER ? 0 : (offset - FM_SMALL_SPAN_HEADER) / m->block_size;
             n += fm_load_relaxed(&m->served) - unfed;
         }
     return n;

@@ -26,24 +26,6 @@ FM_EXPORT void fastmm_get_usage(fastmm_usage_t *usage)
     usage->efficiency_percent = os == 0 ? 100.0 : 100.0 * (double)usage->allocated_bytes / (double)os;
 }
 
-FM_EXPORT size_t fastmm_os_memory(void) { return fm_os_mapped_bytes(); }
-
-FM_EXPORT bool fastmm_process_pending_frees(void)
-{
-    fm_tcache_flush_current();
-    bool small = fm_small_drain_all();
-    bool medium = fm_medium_drain_all();
-    bool large = fm_large_drain_all();
-    return small && medium && large;
-}
-
-FM_EXPORT void fastmm_get_contention(fastmm_contention_t *out)
-{
-    out->small = fm_small_contention();
-    out->medium = fm_medium_contention();
-    out->large = fm_large_contention();
-}
-
 static void line(fm_report_t *r, const char *label, uint64_t v, const char *unit)
 {
     fm_report_str(r, "  ");
