@@ -44,7 +44,8 @@ extern char **environ;
 static uintptr_t seldom_start, seldom_end;
 static volatile sig_atomic_t expect_fault; /* set in the control's child */
 
-/* The library's second executable mapping, from /proc/self/maps; false if it has one only. */
+/* The library's second executable mapping, from /proc/self/maps; false if it has one only.
+ * By the file name: distcheck's build directory (libfastmm5-VERSION/...) holds this program. */
 static bool find_seldom_text(void)
 {
     FILE *f = fopen("/proc/self/maps", "r");
@@ -55,7 +56,7 @@ static bool find_seldom_text(void)
     while (found < 2 && fgets(line, sizeof line, f) != NULL) {
         unsigned long lo, hi;
         char perms[8];
-        if (strstr(line, "libfastmm5") != NULL && sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 &&
+        if (strstr(line, "/libfastmm5.so") != NULL && sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 &&
             perms[2] == 'x') {
             seldom_start = lo;
             seldom_end = hi;
