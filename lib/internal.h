@@ -234,18 +234,12 @@ extern fm_medium_manager_t fm_medium_managers[FM_MEDIUM_ARENAS];
 void *fm_medium_alloc(size_t block_size, bool small_span);
 void *fm_medium_alloc_aligned(size_t block_size, size_t alignment);
 void fm_medium_free(void *p);
-/* The bitmap's bit for the 64-byte unit `unit` of a span, counted from the span's end: blocks
- * are carved from the top down, so while a span is little used its bits lie in the header's
- * page (a 3 MiB span's bitmap is 6 KiB; counted from the start, the top's bits were on the
- * second page: 4 KiB more in every process). */
-FM_INLINE size_t fm_medium_bit_of(const fm_medium_span_t *span, size_t unit)
-{
-    return span->span_size / 64u - 1u - unit;
-}
+/* Whether the in-use bit of the span's 64-byte unit `unit` is set. Blocks are carved from the
+ * bottom up, so while a span is little used its bits lie in the header's page (a 3 MiB span's
+ * bitmap is 6 KiB, two pages). */
 FM_INLINE bool fm_medium_bit_set(const fm_medium_span_t *span, size_t unit)
 {
-    size_t bit = fm_medium_bit_of(span, unit);
-    return (fm_load_relaxed(&span->in_use_bits[bit / 64]) >> (bit % 64)) & 1u;
+    return (fm_load_relaxed(&span->in_use_bits[unit / 64]) >> (unit % 64)) & 1u;
 }
 /* p is an in-use medium block (or small span) of `span` only if its bitmap bit says a block
  * starts there and its header agrees. Inline: free() asks it for every medium block. */

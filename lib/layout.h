@@ -159,7 +159,7 @@ typedef struct fm_medium_span {
     uint32_t first_block;    /* offset of the first block's user pointer */
     uint32_t used_blocks;    /* in-use blocks: O(1) "is the span empty" without coalescing */
     uint8_t pad[64 - 3 * sizeof(void *) - 3 * sizeof(uint32_t)];
-    uint64_t in_use_bits[];  /* span_size / 64 bits, the span's last unit first (fm_medium_bit_of) */
+    uint64_t in_use_bits[];  /* span_size / 64 bits */
 } fm_medium_span_t;
 FM_STATIC_ASSERT(sizeof(fm_medium_span_t) == 64, "the bitmap starts at offset 64");
 
@@ -173,8 +173,10 @@ typedef struct fm_medium_manager {
     uint32_t arena;
     void *pending;
     fm_medium_span_t *spans;      /* every span of the arena */
-    fm_medium_span_t *feed_span;  /* the span blocks are carved from, top down */
-    uint32_t feed_offset;         /* lowest carved user pointer offset in feed_span */
+    fm_medium_span_t *feed_span;  /* the span blocks are carved from, bottom up */
+    uint32_t feed_offset;         /* user pointer offset of the next block carved from feed_span */
+    uint64_t feed_receded_ms;     /* when a big freed block last went back to the feed; 0: no
+                                   * pages there to give back since (medium.c's decay) */
     uint32_t group_bitmap;        /* bit g: some bin of group g is non-empty */
     uint32_t bin_bitmaps[FM_MEDIUM_BIN_GROUPS];
     fm_medium_free_links_t *bins[FM_MEDIUM_BIN_COUNT];

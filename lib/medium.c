@@ -27,7 +27,7 @@ static bool is_used(const fm_medium_span_t *span, const void *p) { return fm_med
 
 static void set_used(fm_medium_span_t *span, const void *p, bool used)
 {
-    size_t b = fm_medium_bit_of(span, unit_of(span, p));
+    size_t b = unit_of(span, p);
     uint64_t *word = &span->in_use_bits[b / 64];
     uint64_t bit = (uint64_t)1 << (b % 64);
     fm_store_relaxed(word, used ? (*word | bit) : (*word & ~bit));
@@ -47,6 +47,8 @@ static void set_header(fm_medium_span_t *span, void *p, size_t size, uint16_t fl
 }
 
 FM_INLINE bool is_sentinel(const void *p) { return fm_medium_header_of(p)->size64 == 0; }
+
+static void mark_frontier(fm_medium_manager_t *m);
 
 /* ---- bins ---- */
 
@@ -138,7 +140,7 @@ static bool keep_empty_span(const fm_medium_manager_t *m, const fm_medium_span_t
 {
     if (fm_options.strategy == FM_STRATEGY_LOW_MEMORY || span == m->feed_span)
         return false;
-    size_t unfed = m->feed_span != NULL ? m->feed_offset - m->feed_span->first_block : 0;
+    size_t unfed = m->feed_span != NULL ? m->feed_span->span_size - m->feed_offset : 0;
     return unfed < FM_MEDIUM_MAX_BLOCK && m->bins[FM_MEDIUM_BIN_COUNT - 1] == NULL;
 }
 
@@ -213,6 +215,19 @@ static bool purge_pass_locked(fm_medium_manager_t *m, uint64_t now, size_t min_b
             }
         }
     }
+    /* the feed's unfed rest, once big blocks freed at its frontier went back to it: all but the
+     * page of the span's end sentinel (and of the frontier's header, below lo) */
+    fm_medium_span_t *fs = m->feed_span;
+    if (fs != NULL && m->feed_receded_ms != 0 && now - m->feed_receded_ms >= min_age) {
+        size_t page = fm_os_page_size();
+        uintptr_t lo = fm_align_up((uintptr_t)fs + m->feed_offset, page);
+        uintptr_t hi = (uintptr_t)fs + fs->span_size - page;
+        if (hi > lo) {
+            fm_os_trim((void *)lo, hi - lo);
+            any = true;
+        }
+        m->feed_receded_ms = 0;
+    }
     return any;
 }
 
@@ -263,6 +278,18 @@ static void free_locked(fm_medium_manager_t *m, void *p)
         size += prev_size;
         debug_info = fm_flags_get(p) & FM_FLAG_DEBUG_INFO;
         prev_free = 0;
+    }
+    if (span == m->feed_span && (char *)p + size == (char *)span + m->feed_offset && !debug_info && !no_merge) {
+        /* it borders the feed's frontier: back to the feed (a freed debug block is not: its
+         * pattern is checked when it is reused, and the feed hands out without checking) */
+        m->feed_offset = (uint32_t)((char *)p - (char *)span);
+        mark_frontier(m);
+        if (size >= PURGE_MIN_BLOCK) { /* its pages decay like a big free block's */
+            uint64_t now = fm_os_coarse_time_ms();
+            m->feed_receded_ms = now | 1u;
+            purge_if_due_locked(m, now);
+        }
+        return;
     }
     if (size == span->span_size - span->first_block && !keep_empty_span(m, span)) {
         release_span(m, span);
@@ -329,24 +356,31 @@ static bool vet_reuse_locked(fm_medium_manager_t *m, void *p)
     return false;
 }
 
+/* Takes the binned free block p for a request of `size`: p, or NULL when p was a damaged freed
+ * debug block (quarantined: it stays in use, never merged or reused). */
+static void *take_binned(fm_medium_manager_t *m, void *p, size_t size)
+{
+    bin_remove(m, p, fm_medium_block_size(p));
+    fm_medium_span_t *span = fm_medium_span_of(p);
+    bool intact = vet_reuse_locked(m, p);
+    uint16_t debug_info = fm_flags_get(p) & FM_FLAG_DEBUG_INFO;
+    set_header(span, p, fm_medium_block_size(p), (uint16_t)(FM_FLAG_MEDIUM | debug_info), 0);
+    set_used(span, p, true);
+    fm_medium_header_of((char *)p + fm_medium_block_size(p))->prev_free = 0;
+    if (!intact)
+        return NULL;
+    split_tail_locked(m, p, size);
+    return p;
+}
+
 static void *take_from_bins(fm_medium_manager_t *m, size_t size)
 {
     for (;;) {
         void *p = bin_find(m, min_bin_for(size));
         if (p == NULL)
             return NULL;
-        bin_remove(m, p, fm_medium_block_size(p));
-        fm_medium_span_t *span = fm_medium_span_of(p);
-        bool intact = vet_reuse_locked(m, p);
-        uint16_t debug_info = fm_flags_get(p) & FM_FLAG_DEBUG_INFO;
-        set_header(span, p, fm_medium_block_size(p), (uint16_t)(FM_FLAG_MEDIUM | debug_info), 0);
-        set_used(span, p, true);
-        fm_medium_header_of((char *)p + fm_medium_block_size(p))->prev_free = 0;
-        if (intact) {
-            split_tail_locked(m, p, size);
+        if ((p = take_binned(m, p, size)) != NULL)
             return p;
-        }
-        /* quarantined: stays in use, never merged or reused */
     }
 }
 
@@ -375,27 +409,44 @@ static void *take_from_pending(fm_medium_manager_t *m, size_t size)
     return best;
 }
 
+/* The feed's frontier, where the next block will start: a header that reads as the span's end
+ * (no block is merged with or grown into it), written under the block just carved. */
+static void mark_frontier(fm_medium_manager_t *m)
+{
+    fm_medium_header_t *h = fm_medium_header_of((char *)m->feed_span + m->feed_offset);
+    fm_track_internal(h, sizeof *h); /* may lie in a freed block's user bytes */
+    h->size64 = 0;
+    h->prev_free = 0;
+    h->flags = FM_FLAG_MEDIUM;
+}
+
+/* Carves from the bottom up, as glibc's heap grows from its top chunk: the newest block borders
+ * the unfed rest, so a block that keeps growing (a string or array grown by realloc) grows in
+ * place into it (fm_medium_try_resize_in_place) instead of moving and leaving its old copy
+ * behind, and a block freed there goes back to the feed (free_locked). */
 static void *take_from_feed(fm_medium_manager_t *m, size_t size)
 {
     fm_medium_span_t *span = m->feed_span;
-    if (span == NULL || m->feed_offset - span->first_block < size)
+    if (span == NULL || span->span_size - m->feed_offset < size)
         return NULL;
-    m->feed_offset -= (uint32_t)size;
     void *p = (char *)span + m->feed_offset;
+    m->feed_offset += (uint32_t)size;
     set_header(span, p, size, FM_FLAG_MEDIUM, 0);
     set_used(span, p, true);
+    mark_frontier(m);
     return p;
 }
 
-/* The unfed bottom of the old feed span becomes an ordinary free block. */
+/* The unfed rest of the old feed span becomes an ordinary free block. */
 static void retire_feed_locked(fm_medium_manager_t *m)
 {
     fm_medium_span_t *span = m->feed_span;
     m->feed_span = NULL;
-    if (span == NULL || m->feed_offset == span->first_block)
+    m->feed_receded_ms = 0; /* the rest becomes a free block with a stamp of its own */
+    if (span == NULL || m->feed_offset == span->span_size)
         return;
-    void *p = (char *)span + span->first_block;
-    set_header(span, p, m->feed_offset - span->first_block, FM_FLAG_MEDIUM, 0);
+    void *p = (char *)span + m->feed_offset;
+    set_header(span, p, span->span_size - m->feed_offset, FM_FLAG_MEDIUM, 0);
     set_used(span, p, true);
     free_locked(m, p);
 }
@@ -428,7 +479,7 @@ static void *take_from_new_span(fm_medium_manager_t *m, size_t size)
         m->spans->prev = span;
     m->spans = span;
     m->feed_span = span;
-    m->feed_offset = (uint32_t)span_size;
+    m->feed_offset = (uint32_t)first;
     return take_from_feed(m, size);
 }
 
@@ -559,10 +610,45 @@ void *fm_medium_alloc(size_t block_size, bool small_span)
     return p;
 }
 
-/* Alignments above 64: take a block with room to spare, then free the part before the aligned
- * address and the part after the requested size. */
+/* A binned free block of min_bin or above that starts at `alignment`: the first of the first 16
+ * blocks of the non-empty bins from min_bin up (a bounded look, smallest bins first). */
+static void *find_aligned(const fm_medium_manager_t *m, unsigned min_bin, size_t alignment)
+{
+    unsigned looked = 0;
+    for (unsigned bin = min_bin; bin < FM_MEDIUM_BIN_COUNT && looked < 16; bin++) {
+        if (!(m->bin_bitmaps[bin / 32] & (1u << (bin % 32)))) {
+            if (bin % 32 == 0 && m->bin_bitmaps[bin / 32] == 0)
+                bin += 31; /* an empty group */
+            continue;
+        }
+        for (fm_medium_free_links_t *b = m->bins[bin]; b != NULL && looked < 16; b = b->next, looked++)
+            if (((uintptr_t)b & (alignment - 1)) == 0)
+                return b;
+    }
+    return NULL;
+}
+
+/* Alignments above 64: a free block that already starts at the alignment, if the bins offer one
+ * near the top of their lists (a block an aligned allocation freed does: without this look, the
+ * memory of freed aligned blocks only served requests alignment - 64 bytes smaller); else take a
+ * block with room to spare, then free the part before the aligned address and the part after
+ * the requested size. */
 void *fm_medium_alloc_aligned(size_t block_size, size_t alignment)
 {
+    unsigned min_bin = min_bin_for(block_size), first = first_arena();
+    for (unsigned i = 0; i < FM_MEDIUM_ARENAS; i++) {
+        fm_medium_manager_t *m = &fm_medium_managers[(first + i) % FM_MEDIUM_ARENAS];
+        if (!may_fit(m, min_bin) || !fm_lock_try(&m->lock))
+            continue;
+        void *q = find_aligned(m, min_bin, alignment);
+        if (q != NULL && (q = take_binned(m, q, block_size)) != NULL) {
+            fm_store_relaxed(&fm_medium_header_of(q)->is_small_span, 0);
+            m->served++;
+            report_quarantine_and_unlock(m);
+            return q;
+        }
+        report_quarantine_and_unlock(m);
+    }
     void *p;
     fm_medium_manager_t *m = alloc_locked(block_size + alignment - 64, &p);
     if (m == NULL)
@@ -600,8 +686,9 @@ void fm_medium_free(void *p)
     }
 }
 
-/* Grows p into the free block after it (FastMM5 3.2): to want_block bytes if there is room, else
- * to whatever fits if that is at least min_block. False if that is not possible right now. */
+/* Grows p into the free block after it (FastMM5 3.2), or into the feed when p is the block
+ * carved last: to want_block bytes if there is room, else to whatever fits if that is at least
+ * min_block. False if that is not possible right now. */
 bool fm_medium_try_resize_in_place(void *p, size_t min_block, size_t want_block)
 {
     fm_medium_manager_t *m = fm_medium_span_of(p)->manager;
@@ -611,7 +698,16 @@ bool fm_medium_try_resize_in_place(void *p, size_t min_block, size_t want_block)
     size_t size = fm_medium_block_size(p);
     char *next = (char *)p + size;
     bool ok = false;
-    if (!is_sentinel(next) && !is_used(span, next)) {
+    if (span == m->feed_span && next == (char *)span + m->feed_offset) {
+        size_t room = size + (span->span_size - m->feed_offset);
+        size_t grown = want_block < room ? want_block : room;
+        if (grown >= min_block && grown > size) {
+            fm_medium_header_of(p)->size64 = (uint16_t)(grown / 64u);
+            m->feed_offset += (uint32_t)(grown - size);
+            mark_frontier(m);
+            ok = true;
+        }
+    } else if (!is_sentinel(next) && !is_used(span, next)) {
         size_t next_size = fm_medium_block_size(next);
         if (size + next_size >= min_block) {
             if (next_size >= FM_MEDIUM_MIN_BLOCK)
@@ -735,10 +831,9 @@ void fm_medium_collect(fm_usage_detail_t *d)
         fm_lock_wait(&m->lock);
         for (const fm_medium_span_t *span = m->spans; span != NULL; span = span->next) {
             d->medium_span_bytes += span->span_size;
-            size_t off = span == m->feed_span ? m->feed_offset : span->first_block;
-            if (span == m->feed_span)
-                d->medium_free_bytes += off - span->first_block; /* not yet carved */
-            while (off < span->span_size) {
+            size_t end = span == m->feed_span ? m->feed_offset : span->span_size;
+            d->medium_free_bytes += span->span_size - end; /* not yet carved */
+            for (size_t off = span->first_block; off < end;) {
                 const char *p = (const char *)span + off;
                 size_t size = fm_medium_block_size(p);
                 collect_block(d, span, p, size);
@@ -802,12 +897,11 @@ bool fm_medium_walk(fm_walk_visit_t visit, void *arg, uint64_t deadline_ms)
             continue;
         }
         for (fm_medium_span_t *span = m->spans; span != NULL; span = span->next) {
-            bool feeding = span == m->feed_span;
-            size_t off = feeding ? m->feed_offset : span->first_block;
+            size_t end = span == m->feed_span ? m->feed_offset : span->span_size;
             fm_walk_record_t sr = {span, span->span_size, 0, 0, FM_WALK_MEDIUM_SPAN, a, false,
-                                   off - span->first_block, 0};
+                                   span->span_size - end, 0};
             visit(&sr, arg);
-            while (off < span->span_size) {
+            for (size_t off = span->first_block; off < end;) {
                 char *p = (char *)span + off;
                 size_t size = fm_medium_block_size(p);
                 bool used = is_used(span, p);

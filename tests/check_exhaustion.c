@@ -514,6 +514,17 @@ static bool pins_small_spans(int kind, bool debug)
            (kind == K_SMALL || kind == K_CALLOC || kind == K_ALIGN_SMALL);
 }
 
+/* How many blocks the second exhaustion must reach, from the first count: three quarters,
+ * except for aligned_alloc(4096, 3000) in debug mode, two thirds: debug mode's default never-merge
+ * option keeps a freed block apart from a free one before it, so an aligned block taken from the
+ * freed memory leaves fragments that later ones cannot use (72-74% measured under RLIMIT_AS with
+ * medium spans carved bottom up; 108% when they were carved top down). A leak on the failure
+ * path would take far more than that. */
+static size_t second_share_bound(size_t first, int kind, bool debug)
+{
+    return debug && kind == K_ALIGN_MEDIUM ? first * 2 / 3 : first * 3 / 4;
+}
+
 /* The part of the headroom a kind must get before its first refusal is 1/this. Debug blocks
  * carry a header and two stack traces; aligned_alloc(4096, 3000) carves 7 KiB per block and
  * frees the 4 KiB around it in pieces that requests like it cannot use (42% measured);
@@ -568,7 +579,7 @@ static void exhaust_case(int arg)
 
     /* As much again (less the kept blocks): a failure path that leaked memory would show here. */
     size_t again = exhaust(kind, &blocks, head);
-    CHILD_REQUIRE(again + kept.count >= (first + graced) * 3 / 4,
+    CHILD_REQUIRE(again + kept.count >= second_share_bound(first + graced, kind, debug),
                   "%s: %zu blocks the first time (%zu more from the grace), %zu the second (%zu kept)", when, first, graced,
                   again, kept.count);
     free_list(&blocks, "freeing after the second exhaustion");
