@@ -23,7 +23,10 @@ FM_INLINE size_t unit_of(const fm_medium_span_t *span, const void *p)
     return (size_t)((uintptr_t)p - (uintptr_t)span) / 64u;
 }
 
-static bool is_used(const fm_medium_span_t *span, const void *p) { return fm_medium_bit_set(span, unit_of(span, p)); }
+static bool is_used(const fm_medium_span_t *span, const void *p)
+{
+    return fm_medium_bit_set(span, unit_of(span, p));
+}
 
 static void set_used(fm_medium_span_t *span, const void *p, bool used)
 {
@@ -279,7 +282,8 @@ static void free_locked(fm_medium_manager_t *m, void *p)
         debug_info = fm_flags_get(p) & FM_FLAG_DEBUG_INFO;
         prev_free = 0;
     }
-    if (span == m->feed_span && (char *)p + size == (char *)span + m->feed_offset && !debug_info && !no_merge) {
+    bool at_frontier = span == m->feed_span && (char *)p + size == (char *)span + m->feed_offset;
+    if (at_frontier && !debug_info && !no_merge) {
         /* it borders the feed's frontier: back to the feed (a freed debug block is not: its
          * pattern is checked when it is reused, and the feed hands out without checking) */
         m->feed_offset = (uint32_t)((char *)p - (char *)span);
