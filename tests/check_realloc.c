@@ -236,6 +236,66 @@ START_TEST(test_medium_upsize_policy)
 }
 END_TEST
 
+/* The walker's free medium blocks that start in [lo, hi). */
+typedef struct free_in_range {
+    uintptr_t lo, hi;
+    unsigned count;
+} free_in_range_t;
+
+static void count_free_medium(const fastmm_block_info_t *b, void *arg)
+{
+    free_in_range_t *r = arg;
+    uintptr_t at = (uintptr_t)b->address;
+    if (b->type == FASTMM_BLOCK_MEDIUM && b->free && at >= r->lo && at < r->hi)
+        r->count++;
+}
+
+static unsigned free_medium_in(uintptr_t lo, uintptr_t hi)
+{
+    free_in_range_t r = {lo, hi, 0};
+    fastmm_walk_options_t o = FASTMM_WALK_OPTIONS_INIT;
+    o.used_only = false;
+    fastmm_walk_blocks(count_free_medium, &r, &o);
+    return r.count;
+}
+
+/* Guards the bottom-up feed of medium spans (medium.c): a block freed at the feed's frontier
+ * goes back to the feed (no free block is left there), the next carve starts where it was, and
+ * the block carved last grows in place into the feed (again no free block behind it). With the
+ * top-down feed the freed block stayed a free block and the growth took part of it. Needs a heap
+ * no earlier test touched (each test is a fresh child under Check's fork mode; CK_FORK=no, as
+ * under check-valgrind, runs them all in one process) and no debug mode (never-merge: nothing
+ * goes back to the feed). */
+START_TEST(test_medium_grows_into_feed)
+{
+    const char *fork_mode = getenv("CK_FORK");
+    if (fastmm_debug_active() || (fork_mode != NULL && strcmp(fork_mode, "no") == 0))
+        return;
+    void *room = malloc(500000);
+    ck_assert_ptr_nonnull(room);
+    uintptr_t room_at = (uintptr_t)room; /* compared as numbers: the pointer is freed */
+    free(room);
+    REQUIRE(free_medium_in(room_at, room_at + 500000) == 0,
+            "the 500000 bytes freed at the frontier stayed a free block instead of going back to the feed");
+    char *p = malloc(200000);
+    ck_assert_ptr_nonnull(p);
+    REQUIRE((uintptr_t)p == room_at, "200000 bytes at %p, not where the 500000 freed at the frontier were (%#lx)",
+            (void *)p, (unsigned long)room_at);
+    fill_pattern(p, 200000, 11);
+    char *q = realloc(p, 300000);
+    REQUIRE(q == p, "realloc 200000 -> 300000 of the block carved last moved (%p -> %p)", (void *)p, (void *)q);
+    ck_assert_uint_eq(check_pattern(q, 200000, 11), SIZE_MAX);
+    memset(q + 200000, 0x3c, 100000);
+    REQUIRE(free_medium_in(room_at, room_at + 500000) == 0, "the block grew into a free block, not into the feed");
+    uintptr_t q_at = (uintptr_t)q;
+    free(q);
+    char *r = malloc(100000);
+    REQUIRE((uintptr_t)r == q_at, "after the frontier block was freed, the next carve is at %p, not %#lx", (void *)r,
+            (unsigned long)q_at);
+    free(r);
+}
+END_TEST
+
 /* Guards large downsizes: in place (same pointer) for any new >= old/2, even when new is a
  * medium size; a move (to malloc(new)'s block) below half. */
 START_TEST(test_large_downsize_policy)
@@ -511,6 +571,7 @@ Suite *suite_realloc(void)
     tcase_add_test(tc, test_medium_upsize_policy);
     tcase_add_test(tc, test_large_downsize_policy);
     tcase_add_test(tc, test_large_upsize);
+    tcase_add_test(tc, test_medium_grows_into_feed);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("content");
