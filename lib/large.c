@@ -90,10 +90,11 @@ static size_t retained_bytes;
  * allocations and frees: then it costs a system call and the page faults of whatever the next
  * user writes there (sweep-large, 1 thread: 1.1x glibc's speed instead of 6x, 1.17x its peak
  * RSS instead of 2.1x; a slack of 512 KiB: 1.5x and 1.4x, 128 KiB: 1.1x and 1.15x). Where
- * several threads make them, each trim also costs a TLB shootdown on the CPUs running the others: trimming at every such free made 2 and 4 threads 0.68x and 0.57x
- * glibc's speed, and deciding per window of a few thousand operations did not help (with 4
- * threads on 2 CPUs one thread often has the large blocks to itself that long while the others
- * wait for the memory map's lock). Not trimming at all left 2.2x glibc's peak RSS. So with
+ * several threads make them, each trim also costs a TLB shootdown on the CPUs running the
+ * others: trimming at every such free made 2 and 4 threads 0.68x and 0.57x glibc's speed, and
+ * deciding per window of a few thousand operations did not help (with 4 threads on 2 CPUs one
+ * thread often has the large blocks to itself that long while the others wait for the memory
+ * map's lock). Not trimming at all left 2.2x glibc's peak RSS. So with
  * several threads a mapping is trimmed whole (all but the header's page) at the free that ends
  * its FM_LARGE_SHORT_REUSES_PER_TRIM-th reuse by a smaller block: one shootdown per 64 such
  * frees, and a mapping holds the pages of at most 64 users (sweep-large at 2 and 4 threads:

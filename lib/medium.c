@@ -30,9 +30,9 @@ static bool is_used(const fm_medium_span_t *span, const void *p)
 
 static void set_used(fm_medium_span_t *span, const void *p, bool used)
 {
-    size_t b = unit_of(span, p);
-    uint64_t *word = &span->in_use_bits[b / 64];
-    uint64_t bit = (uint64_t)1 << (b % 64);
+    size_t u = unit_of(span, p);
+    uint64_t *word = &span->in_use_bits[u / 64];
+    uint64_t bit = (uint64_t)1 << (u % 64);
     fm_store_relaxed(word, used ? (*word | bit) : (*word & ~bit));
     span->used_blocks += used ? 1u : (uint32_t)-1;
     if (used && span->manager->kept_empty == span)
@@ -615,19 +615,20 @@ void *fm_medium_alloc(size_t block_size, bool small_span)
 }
 
 /* A binned free block of min_bin or above that starts at `alignment`: the first of the first 16
- * blocks of the non-empty bins from min_bin up (a bounded look, smallest bins first). */
+ * blocks of the non-empty bins from min_bin up (a bounded look, smallest bins first; the bins are
+ * found through the bitmaps, as purge_pass_locked finds them). */
 static void *find_aligned(const fm_medium_manager_t *m, unsigned min_bin, size_t alignment)
 {
     unsigned looked = 0;
-    for (unsigned bin = min_bin; bin < FM_MEDIUM_BIN_COUNT && looked < 16; bin++) {
-        if (!(m->bin_bitmaps[bin / 32] & (1u << (bin % 32)))) {
-            if (bin % 32 == 0 && m->bin_bitmaps[bin / 32] == 0)
-                bin += 31; /* an empty group */
-            continue;
-        }
-        for (fm_medium_free_links_t *b = m->bins[bin]; b != NULL && looked < 16; b = b->next, looked++)
-            if (((uintptr_t)b & (alignment - 1)) == 0)
-                return b;
+    for (unsigned g = min_bin / 32; g < FM_MEDIUM_BIN_GROUPS; g++) {
+        uint32_t bits = m->bin_bitmaps[g] & (g == min_bin / 32 ? ~0u << (min_bin % 32) : ~0u);
+        for (; bits != 0; bits &= bits - 1)
+            for (fm_medium_free_links_t *b = m->bins[g * 32 + fm_ctz32(bits)]; b != NULL; b = b->next) {
+                if (((uintptr_t)b & (alignment - 1)) == 0)
+                    return b;
+                if (++looked == 16)
+                    return NULL;
+            }
     }
     return NULL;
 }

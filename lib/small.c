@@ -484,7 +484,8 @@ uint64_t fm_small_served(void)
         for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++) {
             fm_small_manager_t *m = &fm_small_managers[a][c];
             uint32_t offset = FEED_OFFSET(fm_load_acquire(&m->feed)); /* a feed: m is set up */
-            uint64_t unfed = offset < FM_SMALL_SPAN_HEADER ? 0 : (offset - FM_SMALL_SPAN_HEADER) / m->block_size;
+            uint64_t unfed =
+                offset < FM_SMALL_SPAN_HEADER ? 0 : (offset - FM_SMALL_SPAN_HEADER) / m->block_size;
             n += fm_load_relaxed(&m->served) - unfed;
         }
     return n;
