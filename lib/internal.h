@@ -278,8 +278,10 @@ void *fm_large_resize(void *p, size_t new_size); /* in place or by page move; NU
 bool fm_large_drain_all(void);
 bool fm_large_release_retained(void); /* the kept freed mappings back to the OS */
 /* With several threads, a kept mapping is trimmed whole at the free that ends this many
- * reuses by smaller blocks (large.c; a number the tests need too) */
-#define FM_LARGE_SHORT_REUSES_PER_TRIM 64u
+ * reuses by smaller blocks; the pages earlier users may have written in the spare chunks of
+ * live large blocks stay under this many bytes (large.c; numbers the tests need too) */
+#define FM_LARGE_SHORT_REUSES_PER_TRIM 48u
+#define FM_LARGE_SPARE_BUDGET ((size_t)32 << 20)
 void fm_large_lock_all(void);
 void fm_large_unlock_all(void);
 uint64_t fm_large_contention(void);

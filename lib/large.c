@@ -14,7 +14,7 @@
  * fresh mapping would have are kept as spare (spare_chunks): the usable size stays FastMM5's,
  * and a later realloc grows into them without a system call (and, where an earlier user wrote
  * them, without a page fault: those written spare pages stay while all live blocks' together
- * stay under 16 MiB, else they are given back).
+ * stay under 32 MiB, else they are given back).
  * A program that allocates and frees large blocks in a loop then pays no mmap, munmap, page
  * faults or TLB shootdowns each time, which is what glibc gets by serving such sizes from its
  * heap once its mmap threshold has risen. malloc_trim, a refused mapping (for a large block or
@@ -96,10 +96,17 @@ static size_t retained_bytes;
  * thread often has the large blocks to itself that long while the others wait for the memory
  * map's lock). Not trimming at all left 2.2x glibc's peak RSS. So with
  * several threads a mapping is trimmed whole (all but the header's page) at the free that ends
- * its FM_LARGE_SHORT_REUSES_PER_TRIM-th reuse by a smaller block: one shootdown per 64 such
- * frees, and a mapping holds the pages of at most 64 users (sweep-large at 2 and 4 threads:
- * 0.95-1.41x glibc's peak RSS at 0.93-1.03x its speed, as many page faults as glibc; every
- * 16th: 0.7-0.97x its RSS at 0.86-0.88x its speed). Whatever releases pages, the
+ * its FM_LARGE_SHORT_REUSES_PER_TRIM-th reuse by a smaller block: one shootdown per that many
+ * frees, and a mapping holds the pages of at most that many users (every 64th, sweep-large at 2
+ * and 4 threads: 0.95-1.41x glibc's peak RSS at 0.93-1.03x its speed, as many page faults as glibc; every
+ * 16th: 0.7-0.97x its RSS at 0.86-0.88x its speed). Since 2026-12-01 every 48th, with the
+ * spare budget below doubled: at 4 threads the 16 MiB budget was passed at about every other
+ * reuse (16 live blocks with ~1.7 MiB of possibly written spare each), and each pass trimmed
+ * the spare chunks, one more shootdown: 7013 of the 7832 madvise calls of `sweep large 4 30000`
+ * (glibc: 4213). Harness, 15 pairs, glibc's speed / peak RSS at 2 and 4 threads: every 64th and
+ * 16 MiB 1.01 / 1.16 and 0.92 / 0.89; every 48th and 32 MiB 1.03 / 1.08 and 1.05 / 0.99; every
+ * 32nd 0.96 / 0.95 and 0.99 / 0.81; every 64th and 32 MiB 1.12 / 1.28 and 1.06 / 1.11.
+ * Whatever releases pages, the
  * next user's first writes fault: in that loop peak RSS and page faults trade against each
  * other, and glibc's trims of its heap top put it at one fault per block.
  * A second thread seen switches to that mode until ONE_THREAD_AGAIN operations in a row came
@@ -189,9 +196,9 @@ static void release(fm_large_header_t *h)
 
 /* Spare chunks of live blocks that may hold stale pages (an earlier user of the mapping wrote
  * there), all together, stay under a budget: the OS memory they hold is bounded (retained +
- * spare <= 48 MiB) however many small requests take big mappings. Spare chunks no user wrote
- * hold no memory and are not counted. */
-#define SPARE_BUDGET ((size_t)16 << 20)
+ * spare <= 64 MiB) however many small requests take big mappings. Spare chunks no user wrote
+ * hold no memory and are not counted. FM_LARGE_SPARE_BUDGET: 32 MiB (internal.h). */
+#define SPARE_BUDGET FM_LARGE_SPARE_BUDGET
 static size_t spare_bytes;
 
 static bool charge_spare(size_t bytes)

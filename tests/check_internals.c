@@ -192,9 +192,9 @@ START_TEST(large_mapping_trimmed_whole_every_kth_reuse_with_threads)
 END_TEST
 
 /* Guards: a kept mapping reused by a smaller block keeps its whole size even when the pages
- * earlier users wrote beyond the block would take the spare budget (16 MiB) over: those pages go
- * back instead (the mapping used to be cut to the block's size, and the kept mappings became
- * ever smaller). Within the budget they stay. */
+ * earlier users wrote beyond the block would take the spare budget (FM_LARGE_SPARE_BUDGET) over:
+ * those pages go back instead (the mapping used to be cut to the block's size, and the kept
+ * mappings became ever smaller). Within the budget they stay. */
 START_TEST(large_spare_over_budget_trimmed_not_cut)
 {
     if (!dontneed_works()) {
@@ -203,17 +203,23 @@ START_TEST(large_spare_over_budget_trimmed_not_cut)
         return;
     }
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    const size_t first = (size_t)15 << 20, second = (size_t)4 << 20;
+    const size_t first = (size_t)15 << 20, second = (size_t)8 << 20;
     fm_large_release_retained();
-    /* 15 MiB written and freed, its mapping reused by a small block: ~14.4 MiB of written spare,
-     * within the budget */
-    unsigned char *p = fastmm_malloc(first);
-    ck_assert_ptr_nonnull(p);
-    memset(p, 0x5a, first);
-    fastmm_free(p);
-    unsigned char *a = fastmm_malloc(REUSED_BYTES);
-    ck_assert_ptr_eq(a, p);
-    /* 4 MiB the same way: its ~3.4 MiB of written spare would pass the budget */
+    /* 15 MiB blocks written and freed, each mapping reused by a small block: ~14.4 MiB of written
+     * spare each, as many as stay within the budget */
+    enum { MAX_FILLS = 8 };
+    const unsigned fills = (unsigned)(FM_LARGE_SPARE_BUDGET / first);
+    ck_assert_uint_le(fills, MAX_FILLS);
+    unsigned char *a[MAX_FILLS], *p;
+    for (unsigned i = 0; i < fills; i++) {
+        p = fastmm_malloc(first);
+        ck_assert_ptr_nonnull(p);
+        memset(p, 0x5a, first);
+        fastmm_free(p);
+        a[i] = fastmm_malloc(REUSED_BYTES);
+        ck_assert_ptr_eq(a[i], p);
+    }
+    /* 8 MiB the same way: its ~7.4 MiB of written spare would pass the budget */
     p = fastmm_malloc(second);
     ck_assert_ptr_nonnull(p);
     memset(p, 0x5a, second);
@@ -223,11 +229,13 @@ START_TEST(large_spare_over_budget_trimmed_not_cut)
     ck_assert_uint_ge(fm_large_header_of(b)->map_size, second); /* not cut */
     /* from 1 MiB into each mapping (past the block and its chunk) to 1 MiB before its end */
     unsigned char *b_spare = (unsigned char *)fm_large_header_of(b)->map_base + ((size_t)1 << 20);
-    unsigned char *a_spare = (unsigned char *)fm_large_header_of(a)->map_base + ((size_t)1 << 20);
     size_t b_spare_len = second - ((size_t)2 << 20), a_spare_len = first - ((size_t)2 << 20);
     ck_assert_uint_eq(resident_pages(b_spare, b_spare_len), 0);
-    ck_assert_uint_eq(resident_pages(a_spare, a_spare_len), a_spare_len / page);
-    fastmm_free(a);
+    for (unsigned i = 0; i < fills; i++) {
+        unsigned char *a_spare = (unsigned char *)fm_large_header_of(a[i])->map_base + ((size_t)1 << 20);
+        ck_assert_uint_eq(resident_pages(a_spare, a_spare_len), a_spare_len / page);
+        fastmm_free(a[i]);
+    }
     fastmm_free(b);
 }
 END_TEST
