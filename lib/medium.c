@@ -515,21 +515,18 @@ static void *alloc_in_locked(fm_medium_manager_t *m, size_t size, bool may_map, 
     return p;
 }
 
-/* This thread's home arena, plus one (0: none yet): the first arena it found room in, then the
- * last one it had to carve new space in. Its scans start there instead of at arena 0 (FastMM5's
- * order): two threads then do not both try the same arena first and queue on its lock, and a
- * thread tends to reuse the blocks it freed, which went back to its own arena's spans
- * (sweep-medium at 2 threads lost 3x to glibc on arena 0's lock). A fitting free block taken
- * from another arena does not move the home there: when it did, two threads soon shared one
- * home, each waiting on the other's lock (sweep-medium at 2 and 4 threads 0.81-0.85x glibc's
- * speed on 2026-12-01's machine; 1.02-1.10x with the home kept, mix-t4 0.94 -> 1.08x). */
-static __thread unsigned home_arena __attribute__((tls_model("initial-exec")));
-
-static unsigned first_arena(void)
-{
-    unsigned h = home_arena;
-    return h != 0 ? h - 1 : fm_os_thread_id() % FM_MEDIUM_ARENAS; /* first time: spread by thread */
-}
+/* This thread's home arena: its thread id modulo the arena count. Its scans start there instead
+ * of at arena 0 (FastMM5's order): two threads then do not both try the same arena first and
+ * queue on its lock, and a thread tends to reuse the blocks it freed, which went back to its own
+ * arena's spans (sweep-medium at 2 threads lost 3x to glibc on arena 0's lock). The home never
+ * moves. It used to follow the thread: first to the arena where it found room, then to where it
+ * last carved new space - which it does when its home is locked by another thread taking a free
+ * block there, so two threads soon shared one home and waited on each other's lock. Moving only
+ * on carving (since c22aadd) still left `sweep medium 2 100000` bimodal (15 runs: 41-63 ms, and
+ * 74-76 ms in 2 of them; glibc 49-61) and 4 threads at 85-105 ms; with the home fixed 45-62 ms
+ * and 80-96 ms. mix at 2 and 4 threads within noise (15 alternating runs: 48.7 and 49.4 ms,
+ * glibc 52.1). */
+static unsigned first_arena(void) { return fm_os_thread_id() % FM_MEDIUM_ARENAS; }
 
 static fm_medium_manager_t *alloc_locked(size_t size, void **out)
 {
@@ -546,11 +543,8 @@ static fm_medium_manager_t *alloc_locked(size_t size, void **out)
             if (!may_fit(m, min_bin))
                 continue;
             if (fm_lock_try(&m->lock)) {
-                if ((*out = alloc_in_locked(m, size, false, &oom)) != NULL) {
-                    if (home_arena == 0)
-                        home_arena = a + 1;
+                if ((*out = alloc_in_locked(m, size, false, &oom)) != NULL)
                     return m;
-                }
                 fm_lock_release(&m->lock);
             } else {
                 fit_busy = true;
@@ -571,10 +565,8 @@ static fm_medium_manager_t *alloc_locked(size_t size, void **out)
             unsigned a = (first + i) % FM_MEDIUM_ARENAS;
             fm_medium_manager_t *m = &fm_medium_managers[a];
             if (fm_lock_try(&m->lock)) {
-                if ((*out = alloc_in_locked(m, size, true, &oom)) != NULL) {
-                    home_arena = a + 1;
+                if ((*out = alloc_in_locked(m, size, true, &oom)) != NULL)
                     return m;
-                }
                 fm_lock_release(&m->lock);
                 if (oom)
                     return NULL;
