@@ -240,12 +240,65 @@ START_TEST(large_spare_over_budget_trimmed_not_cut)
 }
 END_TEST
 
+/* A thread that allocates two big medium blocks and frees the first: it becomes a free block
+ * of that thread's home arena (the second keeps it from going back to the feed). */
+typedef struct big_block_run {
+    size_t size;
+    void *block, *after;
+    unsigned home;
+} big_block_run_t;
+
+static void *free_big_block_in_own_arena(void *arg)
+{
+    big_block_run_t *r = arg;
+    r->home = fm_os_thread_id() % FM_MEDIUM_ARENAS;
+    r->block = fastmm_malloc(r->size);
+    r->after = fastmm_malloc(r->size);
+    if (r->block != NULL)
+        fastmm_free(r->block);
+    return NULL;
+}
+
+/* Guards the medium arenas' attempt 0 (medium.c): a block bigger than the thread caches keep
+ * comes from the requesting thread's home arena, carved from its feed, even when another
+ * thread's arena holds a free block that fits (taking those moved that arena's lock and bins
+ * between CPUs on every such request). Before, the other arena's free block was taken. */
+START_TEST(medium_big_request_served_by_home_arena)
+{
+    const size_t size = 200000; /* over the 64 KiB the thread caches keep */
+    unsigned home = fm_os_thread_id() % FM_MEDIUM_ARENAS;
+    void *keep = fastmm_malloc(100000); /* gives the home arena a feed span, and stays in use */
+    ck_assert_ptr_nonnull(keep);
+    ck_assert_ptr_eq(fm_medium_span_of(keep)->manager, &fm_medium_managers[home]);
+    big_block_run_t other = {size, NULL, NULL, 0};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, free_big_block_in_own_arena, &other), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_ptr_nonnull(other.block);
+    ck_assert_ptr_nonnull(other.after);
+    if (other.home == home) {
+        fprintf(stdout, "medium_big_request_served_by_home_arena: both threads have home arena %u; "
+                        "skipped\n", home);
+    } else {
+        ck_assert_ptr_eq(fm_medium_span_of(other.after)->manager, &fm_medium_managers[other.home]);
+        void *q = fastmm_malloc(size);
+        ck_assert_ptr_nonnull(q);
+        ck_assert_ptr_ne(q, other.block);
+        ck_assert_ptr_eq(fm_medium_span_of(q)->manager, &fm_medium_managers[home]);
+        fastmm_free(q);
+    }
+    fastmm_free(other.after);
+    fastmm_free(keep);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("internals");
     TCase *tc = tcase_create("sizes");
     tcase_add_test(tc, medium_cache_bin_matches_arena_bin);
     tcase_add_test(tc, medium_block_bin_inline_matches);
+    tcase_add_test(tc, medium_big_request_served_by_home_arena);
     suite_add_tcase(s, tc);
     tc = tcase_create("large_trim");
     /* this order: without fork mode the second one's thread would stop the first one's trims */
