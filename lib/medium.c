@@ -221,7 +221,8 @@ static bool purge_pass_locked(fm_medium_manager_t *m, uint64_t now, size_t min_b
     /* the feed's unfed rest, once big blocks freed at its frontier went back to it: all but the
      * page of the span's end sentinel (and of the frontier's header, below lo) */
     fm_medium_span_t *fs = m->feed_span;
-    if (fs != NULL && m->feed_receded_ms != 0 && now - m->feed_receded_ms >= min_age) {
+    /* (feed_receded_ms is the time | 1, so that 0 means none: it may be 1 ms ahead of now) */
+    if (fs != NULL && m->feed_receded_ms != 0 && now >= m->feed_receded_ms && now - m->feed_receded_ms >= min_age) {
         size_t page = fm_os_page_size();
         uintptr_t lo = fm_align_up((uintptr_t)fs + m->feed_offset, page);
         uintptr_t hi = (uintptr_t)fs + fs->span_size - page;
