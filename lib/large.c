@@ -97,9 +97,9 @@ static size_t retained_bytes;
  * map's lock). Not trimming at all left 2.2x glibc's peak RSS. So with
  * several threads a mapping is trimmed whole (all but the header's page) at the free that ends
  * its FM_LARGE_SHORT_REUSES_PER_TRIM-th reuse by a smaller block: one shootdown per that many
- * frees, and a mapping holds the pages of at most that many users (every 64th, sweep-large at 2
- * and 4 threads: 0.95-1.41x glibc's peak RSS at 0.93-1.03x its speed, as many page faults as glibc; every
- * 16th: 0.7-0.97x its RSS at 0.86-0.88x its speed). Since 2026-12-01 every 48th, with the
+ * frees, and a mapping holds the pages of at most that many users (every 64th, sweep-large at
+ * 2 and 4 threads: 0.95-1.41x glibc's peak RSS at 0.93-1.03x its speed, as many page faults as
+ * glibc; every 16th: 0.7-0.97x its RSS at 0.86-0.88x its speed). Since 2026-12-01 every 48th, with the
  * spare budget below doubled: at 4 threads the 16 MiB budget was passed at about every other
  * reuse (16 live blocks with ~1.7 MiB of possibly written spare each), and each pass trimmed
  * the spare chunks, one more shootdown: 7013 of the 7832 madvise calls of `sweep large 4 30000`
@@ -197,15 +197,15 @@ static void release(fm_large_header_t *h)
 /* Spare chunks of live blocks that may hold stale pages (an earlier user of the mapping wrote
  * there), all together, stay under a budget: the OS memory they hold is bounded (retained +
  * spare <= 64 MiB) however many small requests take big mappings. Spare chunks no user wrote
- * hold no memory and are not counted. FM_LARGE_SPARE_BUDGET: 32 MiB (internal.h). */
-#define SPARE_BUDGET FM_LARGE_SPARE_BUDGET
+ * hold no memory and are not counted. The budget, FM_LARGE_SPARE_BUDGET (32 MiB), is in
+ * internal.h: the tests fill it. */
 static size_t spare_bytes;
 
 static bool charge_spare(size_t bytes)
 {
     size_t now = fm_load_relaxed(&spare_bytes);
     do {
-        if (now + bytes > SPARE_BUDGET)
+        if (now + bytes > FM_LARGE_SPARE_BUDGET)
             return false;
     } while (!__atomic_compare_exchange_n(&spare_bytes, &now, now + bytes, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
     return true;

@@ -178,6 +178,16 @@ static void release_uncoalesced_span(fm_medium_manager_t *m, fm_medium_span_t *s
 #define PURGE_MIN_BLOCK ((size_t)128 << 10)
 #define PURGE_DELAY_MS 10u
 #define PURGED UINT64_MAX
+
+/* Whether a stamp of the coarse clock is at least min_age old at `now`. A stamp may lie ahead
+ * of now: a pass over another arena runs with the time its caller read before taking that
+ * arena's lock, and the feed's stamp is the time | 1 (0 meaning none); without the first test
+ * the difference would wrap around and read as very old. */
+FM_INLINE bool aged(uint64_t now, uint64_t stamp, uint64_t min_age)
+{
+    return stamp <= now && now - stamp >= min_age;
+}
+
 static uint64_t purge_due_ms; /* when the next pass may run */
 
 FM_INLINE uint64_t *free_stamp(void *p) { return (uint64_t *)((char *)p + 16); }
@@ -213,7 +223,8 @@ static bool purge_pass_locked(fm_medium_manager_t *m, uint64_t now, size_t min_b
                 size_t size = fm_medium_block_size(b);
                 if (size < min_block || (fm_flags_get(b) & FM_FLAG_DEBUG_INFO))
                     continue;
-                if (size < PURGE_MIN_BLOCK || (*free_stamp(b) != PURGED && now - *free_stamp(b) >= min_age))
+                if (size < PURGE_MIN_BLOCK ||
+                    (*free_stamp(b) != PURGED && aged(now, *free_stamp(b), min_age)))
                     any |= purge_block(b, size);
             }
         }
@@ -221,8 +232,7 @@ static bool purge_pass_locked(fm_medium_manager_t *m, uint64_t now, size_t min_b
     /* the feed's unfed rest, once big blocks freed at its frontier went back to it: all but the
      * page of the span's end sentinel (and of the frontier's header, below lo) */
     fm_medium_span_t *fs = m->feed_span;
-    /* (feed_receded_ms is the time | 1, so that 0 means none: it may be 1 ms ahead of now) */
-    if (fs != NULL && m->feed_receded_ms != 0 && now >= m->feed_receded_ms && now - m->feed_receded_ms >= min_age) {
+    if (fs != NULL && m->feed_receded_ms != 0 && aged(now, m->feed_receded_ms, min_age)) {
         size_t page = fm_os_page_size();
         uintptr_t lo = fm_align_up((uintptr_t)fs + m->feed_offset, page);
         uintptr_t hi = (uintptr_t)fs + fs->span_size - page;
@@ -548,7 +558,8 @@ static fm_medium_manager_t *alloc_locked(size_t size, void **out)
         if (size > BIGGER_THAN_CACHED) {
             fm_medium_manager_t *m = &fm_medium_managers[first];
             if (fm_lock_try(&m->lock)) {
-                if ((*out = alloc_in_locked(m, size, false, &oom)) != NULL || (*out = take_from_feed(m, size)) != NULL)
+                if ((*out = alloc_in_locked(m, size, false, &oom)) != NULL ||
+                    (*out = take_from_feed(m, size)) != NULL)
                     return m;
                 fm_lock_release(&m->lock);
             }
