@@ -40,15 +40,32 @@ static int report_fd = 2;
 /* fork(): hold every lock of the library across the fork, so that the child never inherits one
  * held by a thread that does not exist there (it would wait for it forever).
  *
- * The order follows the nesting in the rest of the library. The modules' own locks come first:
- * they are held while arena locks are taken (the JSON and state writers and the leak check walk
- * the heap), never inside one. The report lock comes last: reports are written while arenas are
- * locked (fastmm_debug_scan). The arenas nest both ways: the heap walkers hold a medium arena
- * while they wait for the small managers of its spans, and allocation holds a small manager
- * while it looks for a medium arena for a new span (it never waits for one: it tries them in
- * turn until one is free). So the medium arenas are taken first (a walker inside one finishes
- * it), then each small manager is given a while; one that stays busy is held by a thread that
- * needs a medium arena held here: let the arenas go so that it can finish, and start again. */
+ * Two rules keep the fork itself from waiting forever:
+ *
+ * - The C library's locks that are held around calls into the allocator come first. stdio is the
+ *   one glibc's fork takes itself: a thread in getline() holds its FILE's lock while it calls
+ *   realloc, and a thread in fflush(NULL) holds the list of all FILEs while it waits for that
+ *   FILE. glibc's fork takes the list lock after the atfork handlers, so a handler that held the
+ *   allocator's locks first would wait for the list forever (the fflush waits for the FILE, whose
+ *   holder waits in realloc for the handler). The handler takes the list lock itself, before the
+ *   allocator's (glibc's own malloc does the same, in fork itself); the lock is recursive, so
+ *   fork takes it again, and after the fork the parent handler releases the handler's hold while
+ *   the child's stdio starts over with a reset list lock.
+ *
+ * - A process with one thread takes no lock: no other thread can hold one, and the only holder
+ *   can be the code this very thread interrupted to run a signal handler that forks; waiting for
+ *   it would never end. Parent and child both return to that code, which finishes its work.
+ *
+ * The allocator's order follows the nesting in the rest of the library. The modules' own locks
+ * come first: they are held while arena locks are taken (the JSON and state writers and the leak
+ * check walk the heap), never inside one. The report lock comes last: reports are written while
+ * arenas are locked (fastmm_debug_scan). The arenas nest both ways: the heap walkers hold a
+ * medium arena while they wait for the small managers of its spans, and allocation holds a small
+ * manager while it looks for a medium arena for a new span (it never waits for one: it tries
+ * them in turn until one is free). So the medium arenas are taken first (a walker inside one
+ * finishes it), then each small manager is given a while; one that stays busy is held by a
+ * thread that needs a medium arena held here: let the arenas go so that it can finish, and start
+ * again. */
 static bool lock_small_managers_or_give_up(void)
 {
     fm_small_manager_t *first = &fm_small_managers[0][0];
@@ -66,7 +83,21 @@ static bool lock_small_managers_or_give_up(void)
     return true;
 }
 
-static void before_fork(void)
+/* glibc's: the stdio list lock (recursive), and whether the process has ever had a second
+ * thread. Weak: with another C library both are absent, and every fork takes the locks. */
+extern void _IO_list_lock(void) __attribute__((weak));
+extern void _IO_list_unlock(void) __attribute__((weak));
+extern char __libc_single_threaded __attribute__((weak));
+
+/* Whether before_fork took the locks (after_fork* release only what it took). */
+static bool fork_holds_locks;
+
+static bool process_has_one_thread(void)
+{
+    return &__libc_single_threaded != NULL && fm_load_relaxed(&__libc_single_threaded);
+}
+
+static void lock_all(void)
 {
     fm_walk_fork_lock();
     fm_leaks_fork_lock();
@@ -82,10 +113,22 @@ static void before_fork(void)
     fm_large_lock_all();
     fm_tcache_fork_lock();
     fm_event_lock();
+    fm_track_fork_lock();
+}
+
+static void before_fork(void)
+{
+    fork_holds_locks = !process_has_one_thread();
+    if (!fork_holds_locks)
+        return;
+    if (_IO_list_lock != NULL)
+        _IO_list_lock();
+    lock_all();
 }
 
 static void unlock_all(void)
 {
+    fm_track_fork_unlock();
     fm_event_unlock();
     fm_tcache_fork_unlock();
     fm_large_unlock_all();
@@ -97,13 +140,22 @@ static void unlock_all(void)
     fm_walk_fork_unlock();
 }
 
+/* The child's stdio list lock needs nothing: glibc's fork resets it in the child. */
 static void after_fork_in_child(void)
 {
     fm_os_forget_thread_id();
-    unlock_all();
+    if (fork_holds_locks)
+        unlock_all();
 }
 
-static void after_fork(void) { unlock_all(); }
+static void after_fork(void)
+{
+    if (!fork_holds_locks)
+        return;
+    unlock_all();
+    if (_IO_list_unlock != NULL)
+        _IO_list_unlock();
+}
 
 void fm_init_once(void)
 {

@@ -162,7 +162,15 @@ size_t fm_track_requested_slow(const void *p, size_t usable)
     return r;
 }
 
+/* fork: the table's lock is innermost (nothing else is taken while it is held), so init.c takes
+ * it last. */
+FM_EVERY_PROCESS void fm_track_fork_lock(void) { fm_lock_wait(&table_lock); }
+FM_EVERY_PROCESS void fm_track_fork_unlock(void) { fm_lock_release(&table_lock); }
+
 #else /* built without Valgrind support */
+
+FM_EVERY_PROCESS void fm_track_fork_lock(void) {}
+FM_EVERY_PROCESS void fm_track_fork_unlock(void) {}
 
 FM_EVERY_PROCESS void fm_track_init(void) {}
 void fm_track_alloc_slow(void *p, size_t requested, size_t usable, bool zeroed)

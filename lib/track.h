@@ -27,6 +27,8 @@ void fm_track_resize_slow(void *p, size_t new_requested, size_t usable);
 void fm_track_internal_slow(void *p, size_t n);
 size_t fm_track_requested_slow(const void *p, size_t usable);
 void fm_track_quiet_slow(bool quiet);
+void fm_track_fork_lock(void);
+void fm_track_fork_unlock(void);
 
 /* Around the allocator's reads of memory next to a pointer it was given, to find out whether it
  * is a block at all: for a bad pointer those bytes can be another block's inaccessible slack,

@@ -362,9 +362,11 @@ START_TEST(test_fork_while_allocating)
             setrlimit(RLIMIT_CORE, &rl);
             /* A deadlocked child dies of SIGALRM instead of hanging the test. Not through the
              * handler inherited from Check: in CK_FORK=no mode (check-valgrind) that handler
-             * kills its process group with SIGKILL, which here is the parent, make and CI. */
+             * kills its process group with SIGKILL, which here is the parent, make and CI.
+             * The child's work takes well under a second, also under Memcheck; the alarm is
+             * long so that only a deadlock reaches it on a loaded machine. */
             signal(SIGALRM, SIG_DFL);
-            alarm(20);
+            alarm(120);
             int status = child_work(inherited, INHERITED);
 #ifdef VALGRIND_CLO_CHANGE
             /* A block another thread had just allocated when fork() ran is referenced by nothing
