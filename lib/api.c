@@ -212,8 +212,10 @@ FM_INLINE void *cache_take(fm_tcache_t *tc, size_t size, bool tracked)
         unsigned c = fm_small_class_of(size);
         fm_tcache_bin_t *bin = &tc->bins[c];
         void *b = bin->head;
-        /* a freed debug block (DEBUG_INFO) is vetted first: fm_tcache_refill */
-        if (FM_LIKELY(b != NULL) && FM_LIKELY(!(fm_flags_get(b) & FM_FLAG_DEBUG_INFO))) {
+        /* Only a plain freed small block's low flag bits read SMALL | FREE: a freed debug block
+         * (DEBUG_INFO) is vetted first, and a damaged flag word reported, by fm_tcache_refill.
+         * The same one compare as testing DEBUG_INFO alone. */
+        if (FM_LIKELY(b != NULL) && FM_LIKELY((fm_flags_get(b) & FM_SMALL_STATE_MASK) == FM_SMALL_FREE_STATE)) {
             bin->head = *(void **)b;
             bin->count--;
             fm_flags_set(b, fm_flags_get(b) & ~FM_FLAG_FREE);
@@ -540,33 +542,27 @@ FM_EXPORT void *fastmm_reallocarray(void *p, size_t count, size_t size)
     return fm_realloc(p, total);
 }
 
+/* glibc: EINVAL (errno untouched) for an alignment that is not a power of two multiple of a
+ * pointer; ENOMEM both returned and left in errno when there is no memory. */
 FM_EXPORT int fastmm_posix_memalign(void **out, size_t alignment, size_t size)
 {
     if (!fm_is_pow2(alignment) || alignment % sizeof(void *) != 0)
         return EINVAL;
-    int saved = errno;
     void *p = fm_alloc_aligned(alignment, size);
-    errno = saved;
-    if (p == NULL)
+    if (p == NULL) {
+        errno = ENOMEM;
         return ENOMEM;
+    }
     *out = p;
     return 0;
 }
 
-/* C17 and glibc 2.38: an alignment that is not a power of two is an error. */
-FM_EXPORT void *fastmm_aligned_alloc(size_t alignment, size_t size)
-{
-    if (!fm_is_pow2(alignment)) {
-        errno = EINVAL;
-        return NULL;
-    }
-    return fm_alloc_aligned(alignment, size);
-}
-
-/* glibc's memalign rounds an alignment that is not a power of two up to the next one. */
+/* glibc (2.36): an alignment that is not a power of two is rounded up to the next one, and only
+ * an alignment above SIZE_MAX / 2 + 1, which no power of two reaches, is EINVAL; a power of two
+ * that no block can have (2^63) is ENOMEM. aligned_alloc is the same function there. */
 FM_EXPORT void *fastmm_memalign(size_t alignment, size_t size)
 {
-    if (alignment > (size_t)PTRDIFF_MAX / 2 + 1) {
+    if (alignment > SIZE_MAX / 2 + 1) {
         errno = EINVAL;
         return NULL;
     }
@@ -575,6 +571,8 @@ FM_EXPORT void *fastmm_memalign(size_t alignment, size_t size)
         a <<= 1;
     return fm_alloc_aligned(a, size);
 }
+
+FM_EXPORT void *fastmm_aligned_alloc(size_t alignment, size_t size) { return fastmm_memalign(alignment, size); }
 
 FM_EXPORT size_t fastmm_usable_size(const void *p)
 {

@@ -145,6 +145,23 @@ void fm_event_raise(fastmm_event_type_t type, const void *block, size_t size, ui
     fm_lock_release(&report_lock);
 }
 
+void fm_event_freed_block_damaged(const char *operation, const void *p, unsigned flags)
+{
+    fm_report_t r;
+    fm_report_begin(&r);
+    fm_report_str(&r, "libfastmm5: header corruption found by ");
+    fm_report_str(&r, operation);
+    fm_report_str(&r, "(): the flag word of the freed block ");
+    fm_report_hex(&r, (uintptr_t)p);
+    fm_report_str(&r, " reads ");
+    fm_report_hex(&r, flags);
+    fm_report_str(&r, ".\nSomething wrote just before the block, or past the end of the block below it, while it "
+                      "was free. The block is kept out of use.\nThread: ");
+    fm_report_dec(&r, fm_os_thread_id());
+    fm_report_str(&r, ".");
+    fm_event_raise(FASTMM_EVENT_HEADER_CORRUPTION, p, 0, 0, &r);
+}
+
 void fm_event_invalid_pointer(const char *operation, const void *p, const char *why)
 {
     fm_report_t r;

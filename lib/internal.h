@@ -94,6 +94,8 @@ void fm_report_dump(fm_report_t *r, const void *p, size_t n);
 void fm_event_raise(fastmm_event_type_t type, const void *block, size_t size, uint32_t allocation_number,
                     fm_report_t *r);
 void fm_event_invalid_pointer(const char *operation, const void *p, const char *why);
+/* A freed block's flag word was overwritten: reported as header corruption; the block stays out. */
+void fm_event_freed_block_damaged(const char *operation, const void *p, unsigned flags);
 bool fm_event_set_log_path(const char *path);
 void fm_report_begin(fm_report_t *r); /* takes the report lock; fm_event_raise or fm_report_end drops it */
 void fm_report_end(fm_report_t *r);

@@ -26,6 +26,9 @@
 #define FM_FLAG_LARGE 0x10u
 #define FM_FLAG_DEBUG_BLOCK 0x20u
 #define FM_SMALL_OFFSET_MASK 0xfff8u
+/* The low bits of a small block's flag word, and their value while a plain block is free. */
+#define FM_SMALL_STATE_MASK (FM_FLAG_FREE | FM_FLAG_DEBUG_INFO | FM_FLAG_SMALL)
+#define FM_SMALL_FREE_STATE (FM_FLAG_FREE | FM_FLAG_SMALL)
 
 FM_INLINE uint16_t *fm_flags_of(const void *p) { return (uint16_t *)((uintptr_t)p - 2); }
 

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -86,7 +87,33 @@ FM_EXPORT struct mallinfo mallinfo(void)
     return mi;
 }
 
-FM_EXPORT void malloc_stats(void) { fastmm_write_usage_report(2); }
+/* glibc's lines, which tools parse, with this heap's numbers: the medium spans (small spans are
+ * carved from them) are the arena, the large blocks the mmapped regions. This allocator keeps no
+ * high-water mark of its large blocks, so the two "max mmap" lines give the present ones. glibc
+ * makes the call no cancellation point: a pending cancel must not stop it half-written.
+ * libfastmm5's own report is FASTMM5_STATS's. */
+FM_EXPORT void malloc_stats(void)
+{
+    fm_usage_detail_t d;
+    fm_usage_collect(&d);
+    size_t in_use = d.small_used_bytes + d.medium_used_bytes;
+    int cancel_state;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
+    flockfile(stderr);
+    fprintf(stderr,
+            "Arena 0:\n"
+            "system bytes     = %10u\n"
+            "in use bytes     = %10u\n"
+            "Total (incl. mmap):\n"
+            "system bytes     = %10u\n"
+            "in use bytes     = %10u\n"
+            "max mmap regions = %10u\n"
+            "max mmap bytes   = %10lu\n",
+            (unsigned)d.medium_span_bytes, (unsigned)in_use, (unsigned)(d.medium_span_bytes + d.large_mapped_bytes),
+            (unsigned)(in_use + d.large_used_bytes), (unsigned)d.large_blocks, (unsigned long)d.large_mapped_bytes);
+    funlockfile(stderr);
+    pthread_setcancelstate(cancel_state, NULL);
+}
 
 FM_EXPORT int malloc_info(int options, FILE *fp)
 {
@@ -126,23 +153,11 @@ FM_EXPORT int malloc_trim(size_t pad)
     return purged || fm_os_mapped_bytes() < before;
 }
 
-/* No glibc tuning parameter applies to this design: the known ones are accepted and ignored
- * (return 1), anything else is refused (return 0), as glibc does. */
+/* No glibc tuning parameter applies to this design. As glibc 2.36 does, every parameter is
+ * accepted (1), known or not, except a fastbin limit out of its range (0). */
 FM_EXPORT int mallopt(int param, int value)
 {
-    (void)value;
-    switch (param) {
-    case M_MXFAST:
-    case M_TRIM_THRESHOLD:
-    case M_TOP_PAD:
-    case M_MMAP_THRESHOLD:
-    case M_MMAP_MAX:
-    case M_CHECK_ACTION:
-    case M_PERTURB:
-    case M_ARENA_TEST:
-    case M_ARENA_MAX:
-        return 1;
-    default:
+    if (param == M_MXFAST && (value < 0 || (size_t)value > 80 * sizeof(size_t) / 4))
         return 0;
-    }
+    return 1;
 }

@@ -232,9 +232,16 @@ void *fm_tcache_refill(unsigned c)
         bin->head = *(void **)b;
         bin->count--;
         /* a freed debug block (debug.c caches them) is vetted as the arenas vet one; a damaged
-         * one is reported and stays out, in use, as the arenas quarantine it */
-        if ((fm_flags_get(b) & FM_FLAG_DEBUG_INFO) && !fm_debug_check_reuse(b))
+         * one is reported and stays out, in use, as the arenas quarantine it. So does a plain
+         * block whose flag word was overwritten while it was free (a write just before it, or
+         * past the end of the block below it). */
+        unsigned flags = fm_flags_get(b);
+        if ((flags & FM_FLAG_DEBUG_INFO) ? !fm_debug_check_reuse(b)
+                                         : (flags & FM_SMALL_STATE_MASK) != FM_SMALL_FREE_STATE) {
+            if (!(flags & FM_FLAG_DEBUG_INFO))
+                fm_event_freed_block_damaged("malloc", b, flags);
             continue;
+        }
         fm_flags_set(b, fm_flags_get(b) & ~FM_FLAG_FREE);
         return b;
     }

@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -486,9 +487,83 @@ END_TEST
 
 /* ---- glibc statistics ---- */
 
+/* malloc_stats with standard error sent to a temporary file: returns what it wrote. The thread
+ * that calls it has a cancel pending (deferred) when `cancel_pending`: it must finish the report
+ * anyway, as glibc's (the call is no cancellation point), and is cancelled at the next one. */
+typedef struct stats_capture {
+    bool cancel_pending, finished;
+} stats_capture_t;
+
+static void *call_malloc_stats(void *arg)
+{
+    stats_capture_t *c = arg;
+    if (c->cancel_pending)
+        pthread_cancel(pthread_self());
+    malloc_stats();
+    c->finished = true;
+    pthread_testcancel();
+    return NULL;
+}
+
+static size_t capture_malloc_stats(bool cancel_pending, char *out, size_t cap, bool *finished)
+{
+    FILE *tmp = tmpfile();
+    ck_assert_ptr_nonnull(tmp);
+    fflush(stderr);
+    int saved = dup(2);
+    ck_assert_int_ge(saved, 0);
+    ck_assert_int_eq(dup2(fileno(tmp), 2), 2);
+    stats_capture_t c = {cancel_pending, false};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, call_malloc_stats, &c), 0);
+    void *ret = NULL;
+    ck_assert_int_eq(pthread_join(th, &ret), 0);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    *finished = c.finished;
+    rewind(tmp);
+    size_t n = fread(out, 1, cap - 1, tmp);
+    out[n] = '\0';
+    fclose(tmp);
+    return n;
+}
+
+/* Guards malloc_stats as glibc's: the lines tools parse ("Arena 0:", "system bytes", "in use
+ * bytes", "Total (incl. mmap):", "max mmap regions", "max mmap bytes") with this heap's numbers
+ * (a live 4 MiB block counts in the totals' in-use bytes and regions), and a thread with a
+ * cancel pending finishes the report (glibc's tst-malloc-stats-cancellation). */
+START_TEST(test_malloc_stats_as_glibc)
+{
+    char *big = malloc(4 << 20);
+    ck_assert_ptr_nonnull(big);
+    memset(big, 1, 4096);
+    static char text[4096];
+    for (int cancel = 0; cancel < 2; cancel++) {
+        bool finished = false;
+        capture_malloc_stats(cancel, text, sizeof text, &finished);
+        ck_assert_msg(finished, "malloc_stats was a cancellation point (cancel pending: %d)", cancel);
+        static const char *const lines[] = {"Arena 0:\n", "system bytes     = ", "in use bytes     = ",
+                                            "Total (incl. mmap):\n", "max mmap regions = ", "max mmap bytes   = "};
+        for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+            ck_assert_msg(strstr(text, lines[i]) != NULL, "malloc_stats lacks \"%s\":\n%s", lines[i], text);
+        const char *total = strstr(text, "Total (incl. mmap):\n");
+        unsigned system = 0, in_use = 0, regions = 0;
+        ck_assert_int_eq(sscanf(total, "Total (incl. mmap):\nsystem bytes     = %u\nin use bytes     = %u\n"
+                                       "max mmap regions = %u",
+                                &system, &in_use, &regions),
+                         3);
+        ck_assert_uint_ge(in_use, 4u << 20);
+        ck_assert_uint_ge(system, in_use);
+        ck_assert_uint_ge(regions, 1);
+    }
+    free(big);
+}
+END_TEST
+
 /* Guards: mallinfo2, mallinfo (int fields, no wrap) and malloc_info's XML report the same
  * numbers as the per-class state and the usage summary; malloc_info refuses options; mallopt
- * accepts glibc's known parameters and refuses unknown ones with 0. */
+ * accepts every parameter as glibc 2.36 does (1), except M_MXFAST out of its range (0). */
 START_TEST(test_glibc_statistics_agree)
 {
     void *keep[8];
@@ -562,7 +637,9 @@ START_TEST(test_glibc_statistics_agree)
     ck_assert_int_eq(errno, EINVAL);
     ck_assert_int_eq(mallopt(M_MXFAST, 64), 1);
     ck_assert_int_eq(mallopt(M_ARENA_MAX, 2), 1);
-    ck_assert_int_eq(mallopt(123456, 1), 0);
+    ck_assert_int_eq(mallopt(123456, 1), 1); /* glibc 2.36 accepts an unknown parameter */
+    ck_assert_int_eq(mallopt(M_MXFAST, -1), 0);
+    ck_assert_int_eq(mallopt(M_MXFAST, (int)(80 * sizeof(size_t) / 4) + 1), 0);
     for (int i = 0; i < 8; i++)
         free(keep[i]);
 }
@@ -769,6 +846,7 @@ Suite *suite_introspection(void)
     tcase_add_test(tc, test_json_parses_and_matches);
     tcase_add_test(tc, test_log_state);
     tcase_add_test(tc, test_glibc_statistics_agree);
+    tcase_add_test(tc, test_malloc_stats_as_glibc);
     tcase_add_test(tc, test_malloc_trim_releases);
     suite_add_tcase(s, tc);
     tc = tcase_create("tuning");
