@@ -1189,22 +1189,28 @@ def main(argv):
     }
     results["elapsed_s"] = round(time.monotonic() - t_start, 1)
 
+    # A complete full run's table becomes bench/RESULTS.md; its raw samples stay out of the
+    # source tree (the work directory; published runs go to the bench-data branch).
+    json_path = None
     if args.output:
         prefix = os.path.abspath(args.output)
     elif mode == "full" and results["selection"]["complete"] and not interrupted and not args.peers \
             and not args.skip and args.pairs == FULL["pairs"] and args.warmups == FULL["warmups"] \
             and os.access(BENCH_DIR, os.W_OK):
         prefix = os.path.join(BENCH_DIR, "RESULTS")
+        json_path = os.path.join(workdir, "RESULTS.json")
     else:
         prefix = os.path.join(workdir, mode + ("-partial" if patterns or interrupted else ""))
+    json_path = json_path or prefix + ".json"
     os.makedirs(os.path.dirname(prefix), exist_ok=True)
-    results["outputs"] = {"markdown": prefix + ".md", "json": prefix + ".json"}
-    with open(prefix + ".json", "w") as f:
+    os.makedirs(os.path.dirname(json_path), exist_ok=True)
+    results["outputs"] = {"markdown": prefix + ".md", "json": json_path}
+    with open(json_path, "w") as f:
         json.dump(results, f, indent=1)
         f.write("\n")
     with open(prefix + ".md", "w") as f:
-        f.write(report.render(results, json_name=os.path.basename(prefix + ".json")))
-    log(f"results: {prefix}.md and {prefix}.json ({Progress.fmt(results['elapsed_s'])})")
+        f.write(report.render(results, json_name=os.path.basename(json_path)))
+    log(f"results: {prefix}.md and {json_path} ({Progress.fmt(results['elapsed_s'])})")
     if failures:
         log("FAILURES:\n  " + "\n  ".join(failures))
         return 1
