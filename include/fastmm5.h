@@ -104,12 +104,16 @@ typedef enum fastmm_event_type {
     FASTMM_EVENT_INVALID_POINTER,       /* free/realloc/usable_size of a pointer this heap does not own, or of a free block */
     FASTMM_EVENT_DOUBLE_FREE,
     FASTMM_EVENT_REALLOC_OF_FREED_BLOCK,
-    FASTMM_EVENT_HEADER_CORRUPTION,
+    FASTMM_EVENT_HEADER_CORRUPTION,     /* write before the start of a block: a debug header, or a plain block's flag word */
     FASTMM_EVENT_FOOTER_CORRUPTION,     /* write past the end of a debug block */
     FASTMM_EVENT_MODIFIED_AFTER_FREE,
     FASTMM_EVENT_VIRTUAL_CALL_ON_FREED_OBJECT,
     FASTMM_EVENT_LEAK_DETAIL,
     FASTMM_EVENT_LEAK_SUMMARY,
+    FASTMM_EVENT_MISMATCHED_DEALLOCATION, /* malloc/new/new[] released by free/delete/delete[] of another
+                                           * family (debug blocks), or by an aligned delete whose
+                                           * alignment is not the block's */
+    FASTMM_EVENT_SIZED_DELETE_MISMATCH,   /* a sized operator delete whose size does not fit the block */
 } fastmm_event_type_t;
 
 typedef struct fastmm_event {

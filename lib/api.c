@@ -181,6 +181,13 @@ void *fm_alloc_aligned(size_t alignment, size_t size)
     if (alignment <= FM_MIN_ALIGN)
         return fm_load_relaxed(&fm_debug_on) ? fm_debug_alloc(size, FM_DEBUG_FILL_ALLOCATED)
                                              : fm_track_new(fm_alloc(size), size, false);
+    return fm_track_new(fm_alloc_aligned_untracked(alignment, size), size, false);
+}
+
+/* A block of at least `size` bytes aligned to alignment (a power of two above FM_MIN_ALIGN), not
+ * yet told to memcheck (debug mode's outer blocks are the library's own). */
+void *fm_alloc_aligned_untracked(size_t alignment, size_t size)
+{
     fm_ensure_init();
     void *p = NULL;
     /* size + alignment must stay within PTRDIFF_MAX (glibc); the top-bit alignment alone
@@ -199,7 +206,7 @@ void *fm_alloc_aligned(size_t alignment, size_t size)
         fm_os_grant_grace();
         errno = ENOMEM;
     }
-    return fm_track_new(p, size, false);
+    return p;
 }
 
 /* ---- public entry points (section 1); override.c maps the C library names onto these ---- */
@@ -460,6 +467,47 @@ FM_EXPORT void fastmm_free(void *p)
         }
     }
     free_full(p);
+}
+
+/*
+ * A sized or aligned operator delete's quick check (fm_delete): an aligned delete's pointer has
+ * that alignment, and a sized delete's size fits the block and is one its allocation could have
+ * been served for: a small block's size must be its class for that size (a bigger class can
+ * come from alignment, which delete_check.c works out), a medium one's more than any small
+ * block holds. A block that fails is looked at again out of line, which frees or reports it.
+ */
+FM_INLINE bool delete_fits(const void *p, size_t size, size_t alignment, unsigned how, const fm_small_span_t *s,
+                           size_t block)
+{
+    if (alignment != 0 && ((uintptr_t)p & (alignment - 1)) != 0)
+        return false;
+    if (!(how & FM_DELETE_SIZED))
+        return true;
+    if (s != NULL)
+        return size <= s->block_size - 2u && (alignment != 0 || fm_small_class_of(size) == s->class_index);
+    return size <= block - FM_MEDIUM_HEADER && (alignment != 0 || size > FM_SMALL_MAX_USER);
+}
+
+/* Every C++ operator delete (operators.c): free()'s frameless path with delete_fits on the way;
+ * everything else, debug blocks included (they record which family allocated them), goes to
+ * fm_delete_slow. */
+void fm_delete(void *p, size_t size, size_t alignment, unsigned how)
+{
+    fm_tcache_t *tc = fm_tcache_current;
+    if (FM_LIKELY(FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_slow_free))) {
+        uintptr_t entry = fm_pagemap_lookup(p);
+        if (FM_LIKELY((entry & FM_REGION_TYPE_MASK) == FM_REGION_MEDIUM_SPAN)) {
+            const fm_medium_span_t *ms = (const fm_medium_span_t *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK);
+            fm_small_span_t *s = live_small_block(p, ms);
+            size_t block = s == NULL ? cacheable_medium_block(p, ms, tc) : 0;
+            if (FM_LIKELY(s != NULL || block != 0) && FM_LIKELY(delete_fits(p, size, alignment, how, s, block))) {
+                cache_put(tc, p, s, block, false);
+                return;
+            }
+        }
+    }
+    if (p != NULL)
+        fm_delete_slow(p, size, alignment, how);
 }
 
 FM_EXPORT void *fastmm_calloc(size_t count, size_t size)

@@ -39,7 +39,7 @@ typedef struct debug_header {
     uint32_t allocation_group;
     uint32_t allocated_by_thread;
     uint32_t freed_by_thread;
-    uint8_t reserved3;
+    uint8_t allocated_by;               /* FM_FAMILY_*, and log2(alignment) + 1 << 2 (operator new) */
     uint8_t stack_depth;
     uint16_t flags;                     /* doubles as the user pointer's flag word */
 } debug_header_t;
@@ -89,7 +89,7 @@ static uint32_t xor_words(const unsigned char *b, size_t bytes)
 
 #define HEADER_SUM_START (offsetof(debug_header_t, header_checksum) + 4)
 FM_STATIC_ASSERT(offsetof(debug_header_t, allocation_ms) == HEADER_SUM_START &&
-                     offsetof(debug_header_t, reserved3) == HEADER_SIZE - 4,
+                     offsetof(debug_header_t, allocated_by) == HEADER_SIZE - 4,
                  "the header checksum covers allocation_ms .. flags, without padding");
 
 FM_INLINE uint32_t fold(uint64_t v) { return (uint32_t)v ^ (uint32_t)(v >> 32); }
@@ -106,11 +106,11 @@ FM_INLINE uint32_t fold(uint64_t v) { return (uint32_t)v ^ (uint32_t)(v >> 32); 
 #define FIELD(f) (*(const volatile __typeof__(h->f) *)&h->f)
 static uint32_t header_checksum(const debug_header_t *h)
 {
-    uint32_t last; /* reserved3, stack_depth and flags: one 32-bit word in memory order */
+    uint32_t last; /* allocated_by, stack_depth and flags: one 32-bit word in memory order */
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    last = (uint32_t)FIELD(reserved3) | (uint32_t)FIELD(stack_depth) << 8 | (uint32_t)FIELD(flags) << 16;
+    last = (uint32_t)FIELD(allocated_by) | (uint32_t)FIELD(stack_depth) << 8 | (uint32_t)FIELD(flags) << 16;
 #else
-    last = (uint32_t)FIELD(reserved3) << 24 | (uint32_t)FIELD(stack_depth) << 16 | (uint32_t)FIELD(flags);
+    last = (uint32_t)FIELD(allocated_by) << 24 | (uint32_t)FIELD(stack_depth) << 16 | (uint32_t)FIELD(flags);
 #endif
     return 0xffffffffu ^ FIELD(allocation_ms) ^ FIELD(allocation_number) ^ fold(FIELD(user_size)) ^
            fold(FIELD(previous_first_word)) ^ FIELD(allocation_group) ^ FIELD(allocated_by_thread) ^
@@ -191,6 +191,10 @@ static const char *event_name(fastmm_event_type_t t)
         return "the block was modified after it was freed (a write through a dangling pointer)";
     case FASTMM_EVENT_VIRTUAL_CALL_ON_FREED_OBJECT:
         return "a virtual method was called on a freed object";
+    case FASTMM_EVENT_MISMATCHED_DEALLOCATION:
+        return "the block was released by a function that does not match the one that allocated it";
+    case FASTMM_EVENT_SIZED_DELETE_MISMATCH:
+        return "a sized operator delete was given a size that is not the block's";
     default:
         return "memory error";
     }
@@ -435,7 +439,7 @@ static void *init_block(char *outer, size_t size, unsigned depth, int fill)
     h->allocation_ms = (uint32_t)(fm_os_coarse_time_ms() - fm_start_ms);
     h->allocated_by_thread = fm_os_thread_id();
     h->freed_by_thread = 0;
-    h->reserved3 = 0;
+    h->allocated_by = FM_FAMILY_MALLOC;
     h->flags = FLAGS_IN_USE;
     uintptr_t trace[MAX_DEPTH];
     fm_stack_capture(trace, depth);
@@ -458,8 +462,10 @@ static void *init_block(char *outer, size_t size, unsigned depth, int fill)
     return h + 1;
 }
 
-/* fill: FILL_ALLOCATED, 0 for calloc, or -1 for no fill (realloc copies over it). */
-void *fm_debug_alloc(size_t size, int fill)
+/* fill: FILL_ALLOCATED, 0 for calloc, or -1 for no fill (realloc copies over it); alignment: 0,
+ * or a power of two from 2 * FM_MIN_ALIGN to FM_DEBUG_MAX_ALIGN (the outer block gets it, and
+ * the user pointer HEADER_SIZE bytes in keeps it). */
+static void *debug_alloc(size_t size, int fill, size_t alignment)
 {
     if (debug_options & FASTMM_DEBUG_SCAN_EVERY_OPERATION)
         fastmm_debug_scan();
@@ -469,7 +475,8 @@ void *fm_debug_alloc(size_t size, int fill)
         return NULL;
     }
     prefilled.outer = NULL; /* only a block vetted during this allocation counts */
-    char *outer = fm_alloc(size + overhead(depth));
+    char *outer = alignment == 0 ? fm_alloc(size + overhead(depth))
+                                 : fm_alloc_aligned_untracked(alignment, size + overhead(depth));
     if (outer == NULL)
         return NULL;
     fm_track_internal(outer, size + overhead(depth));
@@ -479,6 +486,33 @@ void *fm_debug_alloc(size_t size, int fill)
     void *user = init_block(outer, size, depth, fill);
     fm_track_alloc(user, size, size, zeroed);
     return user;
+}
+
+void *fm_debug_alloc(size_t size, int fill) { return debug_alloc(size, fill, 0); }
+
+FM_STATIC_ASSERT(HEADER_SIZE % FM_DEBUG_MAX_ALIGN == 0, "the user pointer keeps the outer block's alignment");
+
+void *fm_debug_alloc_aligned(size_t size, size_t alignment)
+{
+    return debug_alloc(size, FILL_ALLOCATED, alignment > FM_MIN_ALIGN ? alignment : 0);
+}
+
+FM_INLINE unsigned alignment_code(size_t alignment)
+{
+    return alignment == 0 ? 0 : 1u + (unsigned)__builtin_ctzll((unsigned long long)alignment);
+}
+
+/* operator new's mark on the block it just allocated (nothing for a plain block). */
+void fm_debug_set_family(void *p, unsigned family, size_t alignment)
+{
+    if (fm_flags_get(p) != FLAGS_IN_USE)
+        return;
+    debug_header_t *h = header_of(p);
+    fm_flags_set(h, fm_flags_get(h) & ~FM_FLAG_DEBUG_INFO); /* a concurrent scan leaves it alone */
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    h->allocated_by = (uint8_t)(family | alignment_code(alignment) << 2);
+    h->header_checksum = header_checksum(h);
+    set_debug_info(h);
 }
 
 /* ---- classification of debug user pointers ---- */
@@ -667,6 +701,8 @@ static void free_debug_block(void *p, fm_block_ref_t ref, const char *operation)
         fm_free_cached(h, ref);
 }
 
+static void raise_mismatch(const debug_header_t *h, const char *operation, const char *released_by);
+
 /* free() of a debug block's user pointer (freed, or reported as a double free): true. False if
  * p is no debug block; nothing was done then. */
 bool fm_debug_free_block(void *p)
@@ -677,10 +713,122 @@ bool fm_debug_free_block(void *p)
     if (debug_options & FASTMM_DEBUG_SCAN_EVERY_OPERATION && fm_load_relaxed(&fm_debug_on))
         fastmm_debug_scan();
     debug_header_t *h = header_of(p);
-    if (h->flags == FLAGS_FREED && header_ok(h))
+    if (h->flags == FLAGS_FREED && header_ok(h)) {
         raise_block_event(FASTMM_EVENT_DOUBLE_FREE, h, "free");
-    else
-        free_debug_block(p, outer, "free");
+        return true;
+    }
+    if (h->flags == FLAGS_IN_USE && header_ok(h) && (h->allocated_by & FM_FAMILY_MASK) != FM_FAMILY_MALLOC)
+        raise_mismatch(h, "free", "free()");
+    free_debug_block(p, outer, "free");
+    return true;
+}
+
+/* ---- operator delete (operators.c, through delete_check.c) ---- */
+
+static const char *const allocator_names[] = {"malloc() or a function like it", "operator new", "operator new[]", "?"};
+static const char *const releaser_names[] = {"free()", "operator delete", "operator delete[]", "?"};
+
+/* Which allocated it, against which released it (both with their alignment), then the block. */
+static void raise_mismatch(const debug_header_t *h, const char *operation, const char *released_by)
+{
+    fm_report_t r;
+    begin_block_report(&r, FASTMM_EVENT_MISMATCHED_DEALLOCATION, operation);
+    fm_report_str(&r, "\nAllocated by: ");
+    fm_report_str(&r, allocator_names[h->allocated_by & FM_FAMILY_MASK]);
+    if (h->allocated_by >> 2 != 0) {
+        fm_report_str(&r, " with alignment ");
+        fm_report_dec(&r, (uint64_t)1 << ((h->allocated_by >> 2) - 1));
+    }
+    fm_report_str(&r, "; released by: ");
+    fm_report_str(&r, released_by);
+    report_block(&r, h, true);
+    fm_event_raise(FASTMM_EVENT_MISMATCHED_DEALLOCATION, h + 1, h->user_size, h->allocation_number, &r);
+}
+
+/* "operator delete[](void*, std::size_t, std::align_val_t 64)": which delete was called. */
+static void delete_signature(char *out, size_t cap, size_t size, size_t alignment, unsigned how)
+{
+    fm_report_t r = {out, 0, cap};
+    fm_report_str(&r, releaser_names[how & FM_FAMILY_MASK]);
+    fm_report_str(&r, "(void*");
+    if (how & FM_DELETE_SIZED) {
+        fm_report_str(&r, ", size ");
+        fm_report_dec(&r, size);
+    }
+    if (alignment != 0) {
+        fm_report_str(&r, ", alignment ");
+        fm_report_dec(&r, alignment);
+    }
+    fm_report_str(&r, ")");
+}
+
+bool fm_debug_delete_block(void *p, size_t size, size_t alignment, unsigned how)
+{
+    fm_block_ref_t outer;
+    if (!fm_debug_classify(p, &outer))
+        return false;
+    if (debug_options & FASTMM_DEBUG_SCAN_EVERY_OPERATION && fm_load_relaxed(&fm_debug_on))
+        fastmm_debug_scan();
+    debug_header_t *h = header_of(p);
+    char released_by[96];
+    delete_signature(released_by, sizeof released_by, size, alignment, how);
+    if (h->flags == FLAGS_FREED && header_ok(h)) {
+        raise_block_event(FASTMM_EVENT_DOUBLE_FREE, h, released_by);
+        return true;
+    }
+    if (h->flags == FLAGS_IN_USE && header_ok(h)) {
+        if ((h->allocated_by & FM_FAMILY_MASK) != (how & FM_FAMILY_MASK) ||
+            h->allocated_by >> 2 != alignment_code(alignment))
+            raise_mismatch(h, released_by, released_by);
+        else if ((how & FM_DELETE_SIZED) && size != h->user_size)
+            raise_block_event(FASTMM_EVENT_SIZED_DELETE_MISMATCH, h, released_by);
+    }
+    free_debug_block(p, outer, released_by);
+    return true;
+}
+
+/* A debug block's user pointer whose header flags were overwritten: its outer block, 64 bytes
+ * before it, is a block of this heap that says it holds a debug block (DEBUG_INFO); nothing else
+ * starts there. Else a plain block's damaged flag word (delete_check.c). */
+bool fm_debug_report_damaged_header(const char *operation, const void *p)
+{
+    fm_track_quiet(true);
+    bool debug_block = false;
+    if (((uintptr_t)p & (FM_MIN_ALIGN - 1)) == 0 && fm_pagemap_lookup((const char *)p - HEADER_SIZE) != 0) {
+        fm_block_ref_t ref = fm_block_classify((const char *)p - HEADER_SIZE);
+        debug_block = ref.kind != FM_BLOCK_INVALID &&
+                      (fm_flags_get((const char *)p - HEADER_SIZE) & (FM_FLAG_DEBUG_INFO | FM_FLAG_FREE)) == FM_FLAG_DEBUG_INFO;
+    }
+    fm_track_quiet(false);
+    if (debug_block) {
+        raise_block_event(FASTMM_EVENT_HEADER_CORRUPTION, header_of(p), operation);
+        return true;
+    }
+    size_t usable;
+    const char *kind;
+    if (!fm_block_start_damaged(p, &usable, &kind))
+        return false;
+    fm_report_t r;
+    fm_report_begin(&r);
+    fm_report_str(&r, "libfastmm5: the block's header was overwritten (a write before the start of the block)");
+    fm_report_str(&r, "\nDetected by: ");
+    fm_report_str(&r, operation);
+    fm_report_str(&r, ", thread ");
+    fm_report_dec(&r, fm_os_thread_id());
+    fm_report_str(&r, "\nBlock: ");
+    fm_report_hex(&r, (uintptr_t)p);
+    fm_report_str(&r, ", a ");
+    fm_report_str(&r, kind);
+    fm_report_str(&r, " block of ");
+    fm_report_dec(&r, usable);
+    fm_report_str(&r, " usable bytes; its flag word, the 2 bytes before it, is ");
+    uint16_t flags;
+    memcpy(&flags, (const char *)p - 2, sizeof flags);
+    fm_report_hex(&r, flags);
+    fm_report_str(&r, ". The operation was refused; the block stays allocated.");
+    fm_report_str(&r, "\nCurrent memory dump of 32 bytes starting 16 bytes before the block:");
+    fm_report_dump(&r, (const char *)p - 16, 32);
+    fm_event_raise(FASTMM_EVENT_HEADER_CORRUPTION, p, 0, 0, &r);
     return true;
 }
 
@@ -696,6 +844,8 @@ void fm_debug_free_or_report(void *p, fm_block_ref_t plain_ref)
         return;
     }
     if (fm_pagemap_lookup(p) == 0 && report_freed_large(FASTMM_EVENT_DOUBLE_FREE, p, "free"))
+        return;
+    if (fm_debug_report_damaged_header("free", p))
         return;
     fm_event_invalid_pointer("free", p, plain_ref.why);
 }
@@ -768,7 +918,8 @@ void *fm_debug_realloc_or_report(void *p, fm_block_ref_t plain_ref, size_t size)
     }
     if (looks_like_freed_debug_block(p))
         raise_block_event(FASTMM_EVENT_REALLOC_OF_FREED_BLOCK, header_of(p), "realloc");
-    else if (!(fm_pagemap_lookup(p) == 0 && report_freed_large(FASTMM_EVENT_REALLOC_OF_FREED_BLOCK, p, "realloc")))
+    else if (!(fm_pagemap_lookup(p) == 0 && report_freed_large(FASTMM_EVENT_REALLOC_OF_FREED_BLOCK, p, "realloc")) &&
+             !fm_debug_report_damaged_header("realloc", p))
         fm_event_invalid_pointer("realloc", p, plain_ref.why);
     errno = EINVAL;
     return NULL;
@@ -793,11 +944,15 @@ size_t fm_debug_usable_or_report(const void *p, fm_block_ref_t plain_ref)
     fm_block_ref_t outer;
     if (fm_debug_classify(p, &outer) && header_of(p)->flags == FLAGS_IN_USE)
         return header_of(p)->user_size;
-    fm_event_invalid_pointer("malloc_usable_size", p, plain_ref.why);
+    if (!fm_debug_report_damaged_header("malloc_usable_size", p))
+        fm_event_invalid_pointer("malloc_usable_size", p, plain_ref.why);
     return 0;
 }
 
 /* ---- scan ---- */
+
+/* What the scan's reports say found the damage: the program's call, or the check at exit. */
+static const char *scan_operation = "fastmm_debug_scan";
 
 /* Checks one outer block that carries DEBUG_INFO; retried while another thread may be
  * rewriting it (it clears DEBUG_INFO meanwhile). Returns true if it is corrupt (reported).
@@ -839,7 +994,7 @@ bool fm_debug_scan_block(const void *outer)
             break; /* nobody rewrites a block while it stays freed: no retry (FastMM5 4.8) */
         fm_os_yield();
     }
-    raise_block_event((fastmm_event_type_t)problem, h, "fastmm_debug_scan");
+    raise_block_event((fastmm_event_type_t)problem, h, scan_operation);
     return true;
 }
 
@@ -864,6 +1019,7 @@ FM_EXPORT bool fastmm_debug_enter(void)
     fm_ensure_init();
     fm_lock_wait(&mode_lock);
     debug_counter++;
+    fm_store_relaxed(&fm_debug_used, true);
     apply_options_locked();
     fm_lock_release(&mode_lock);
     return true;
@@ -921,6 +1077,17 @@ FM_EXPORT size_t fastmm_debug_scan(void)
 {
     fm_ensure_init();
     return fm_medium_visit_debug_blocks(fm_debug_scan_block) + fm_large_visit_debug_blocks(fm_debug_scan_block);
+}
+
+/* At exit, in a process that made debug blocks (init.c): every one still held, live or freed,
+ * is checked as fastmm_debug_scan checks it, so that an overrun of a block that is never freed,
+ * or a write into a freed block that is never reused, is still reported. */
+bool fm_debug_used;
+
+size_t fm_debug_check_at_exit(void)
+{
+    scan_operation = "the check at exit";
+    return fastmm_debug_scan();
 }
 
 /* ---- for walk.c (issue 8, appended): everything a debug block records ---- */

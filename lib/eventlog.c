@@ -120,6 +120,10 @@ void fm_report_end(fm_report_t *r)
     fm_lock_release(&report_lock);
 }
 
+/* The exit check (init.c) reports and never aborts: the program has finished, and an abort in a
+ * library destructor would lose the output still in its stdio buffers. */
+static bool at_exit;
+
 void fm_event_raise(fastmm_event_type_t type, const void *block, size_t size, uint32_t allocation_number,
                     fm_report_t *r)
 {
@@ -138,9 +142,12 @@ void fm_event_raise(fastmm_event_type_t type, const void *block, size_t size, ui
         h(&event, fm_load_relaxed(&handler_user));
     if (fm_load_relaxed(&error_action) == FASTMM_ON_ERROR_ABORT &&
         type != FASTMM_EVENT_LEAK_DETAIL && type != FASTMM_EVENT_LEAK_SUMMARY) {
-        static const char msg[] = "libfastmm5: aborting (set FASTMM5_ON_ERROR=continue to refuse the call instead)\n";
-        fm_os_write_all(2, msg, sizeof msg - 1);
-        abort();
+        if (!fm_load_relaxed(&at_exit)) {
+            static const char msg[] =
+                "libfastmm5: aborting (set FASTMM5_ON_ERROR=continue to refuse the call instead)\n";
+            fm_os_write_all(2, msg, sizeof msg - 1);
+            abort();
+        }
     }
     fm_lock_release(&report_lock);
 }
@@ -161,6 +168,8 @@ void fm_event_freed_block_damaged(const char *operation, const void *p, unsigned
     fm_report_str(&r, ".");
     fm_event_raise(FASTMM_EVENT_HEADER_CORRUPTION, p, 0, 0, &r);
 }
+
+void fm_event_exit_check(bool on) { fm_store_relaxed(&at_exit, on); }
 
 void fm_event_invalid_pointer(const char *operation, const void *p, const char *why)
 {

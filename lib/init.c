@@ -213,8 +213,15 @@ __attribute__((constructor)) static void at_load(void)
     }
 }
 
+/* In a process that made debug blocks, they are checked first (debug.c), and the damage found
+ * there is reported before the leaks; like the leak report, it never aborts the process. */
 __attribute__((destructor)) static void at_exit(void)
 {
+    if (fm_load_relaxed(&fm_debug_used)) {
+        fm_event_exit_check(true);
+        fm_debug_check_at_exit();
+        fm_event_exit_check(false);
+    }
     if (fm_options.report_leaks) {
         fm_tcache_flush_current();
         fm_leak_check_at_exit();

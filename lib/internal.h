@@ -97,6 +97,8 @@ void fm_event_invalid_pointer(const char *operation, const void *p, const char *
 /* A freed block's flag word was overwritten: reported as header corruption; the block stays out. */
 void fm_event_freed_block_damaged(const char *operation, const void *p, unsigned flags);
 bool fm_event_set_log_path(const char *path);
+/* Around the exit check of debug blocks (init.c): while on, events are reported but never abort. */
+void fm_event_exit_check(bool on);
 void fm_report_begin(fm_report_t *r); /* takes the report lock; fm_event_raise or fm_report_end drops it */
 void fm_report_end(fm_report_t *r);
 void fm_event_lock(void);
@@ -304,11 +306,26 @@ bool fm_block_mark_free(void *p); /* in use -> free, atomically; false if it was
 void *fm_alloc(size_t size);
 void *fm_track_new(void *p, size_t size, bool zeroed);
 void *fm_alloc_aligned(size_t alignment, size_t size);
+void *fm_alloc_aligned_untracked(size_t alignment, size_t size); /* alignment > FM_MIN_ALIGN */
 void fm_free_classified(void *p, fm_block_ref_t ref);
 void fm_free_cached(void *p, fm_block_ref_t ref); /* small or medium */
 void fm_ensure_init(void);
 extern bool fm_ready;
 extern uint64_t fm_start_ms; /* coarse time at start-up (init.c); debug blocks' times count from it */
+
+/* Which family of functions allocated a block, and how it is released: malloc & co. / free,
+ * operator new / delete, operator new[] / delete[] (operators.c). FM_DELETE_SIZED: a sized
+ * delete, whose size argument is checked against the block. */
+#define FM_FAMILY_MALLOC 0u
+#define FM_FAMILY_NEW 1u
+#define FM_FAMILY_NEW_ARRAY 2u
+#define FM_FAMILY_MASK 3u
+#define FM_DELETE_SIZED 4u
+/* api.c: every operator delete (alignment 0: not an aligned delete) */
+void fm_delete(void *p, size_t size, size_t alignment, unsigned how);
+/* delete_check.c: what fm_delete does not settle inline - debug blocks, and blocks whose size
+ * or alignment did not pass the quick check: checked in full, reported, and freed */
+void fm_delete_slow(void *p, size_t size, size_t alignment, unsigned how);
 
 /* ---- stacktrace.c ---- */
 void fm_stack_init(void);
@@ -321,6 +338,20 @@ extern bool fm_debug_on;
 extern bool fm_erase_allocated, fm_erase_freed, fm_slow_alloc, fm_slow_free;
 void fm_debug_init(void);
 void *fm_debug_alloc(size_t size, int fill); /* fill: 0x90, 0 (calloc) or -1 (none) */
+/* Debug blocks for operator new: aligned (a power of two up to FM_DEBUG_MAX_ALIGN, which the
+ * user pointer 64 bytes into the outer block keeps), and marked with their family. */
+#define FM_DEBUG_MAX_ALIGN 64u
+void *fm_debug_alloc_aligned(size_t size, size_t alignment);
+void fm_debug_set_family(void *p, unsigned family, size_t alignment);
+/* operator delete of a debug block: family, size and alignment checked and reported, then freed
+ * as free() frees it. False: p is no debug block (nothing done). */
+bool fm_debug_delete_block(void *p, size_t size, size_t alignment, unsigned how);
+/* free(), realloc() or malloc_usable_size() of p, which is no block: if p is where a block
+ * starts whose header was overwritten (a debug header, or a plain block's flag word), that is
+ * reported as HEADER_CORRUPTION (the block is left alone) and true returned. */
+bool fm_debug_report_damaged_header(const char *operation, const void *p);
+/* delete_check.c: the plain-block half of that (a block starts at p, its flag word is garbage) */
+bool fm_block_start_damaged(const void *p, size_t *usable, const char **kind);
 bool fm_debug_classify(const void *p, fm_block_ref_t *outer_ref);
 void fm_debug_free_or_report(void *p, fm_block_ref_t plain_ref);
 bool fm_debug_free_block(void *p); /* false: p is no debug block (nothing done) */
@@ -333,6 +364,10 @@ size_t fm_debug_usable_or_report(const void *p, fm_block_ref_t plain_ref);
 bool fm_debug_check_reuse(void *outer);
 bool fm_debug_freed_block_intact(void *outer);
 bool fm_debug_scan_block(const void *outer);
+/* Set once debug mode is first entered: the process has debug blocks, which the exit check
+ * (init.c) scans with fm_debug_check_at_exit, under fm_event_exit_check. */
+extern bool fm_debug_used;
+size_t fm_debug_check_at_exit(void);
 bool fm_debug_block_info(const void *outer, size_t *user_size, uint32_t *number, const uintptr_t **trace,
                          unsigned *depth);
 void fm_debug_report_leak_block(fm_report_t *r, const void *outer);

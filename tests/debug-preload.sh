@@ -21,6 +21,13 @@
 #   virtual-call      FASTMM5_DEBUG=1 tests/freed-object.cpp (compiled here with g++ when there
 #                     is one): a virtual call through a deleted object lands in the trap table
 #                     and is reported as a virtual call on a freed object, naming make_square.
+#   cxx-normal        tests/cxx-operators.cpp (compiled here with g++ too), normal mode,
+#                     FASTMM5_ON_ERROR=continue: a new nothing can satisfy calls the new-handler
+#                     once, then throws std::bad_alloc through libfastmm5 to the program's catch;
+#                     nothrow new gives nullptr; a sized delete with the wrong size is reported
+#                     (so the operators are libfastmm5's), and the program runs to the end.
+#   cxx-mismatch      the same program, FASTMM5_DEBUG=1: new[] released by delete is reported as
+#                     a mismatched deallocation naming both and make_array; SIGABRT.
 #   leak/found        the same settings, buggy-program leak: the never-freed 24-byte record is
 #                     reported ("unexpected memory leak", "24 bytes") with make_customer_record in
 #                     its allocation trace; the program still exits 0 (leak reports never abort).
@@ -35,7 +42,8 @@ set -u
 top_builddir=${top_builddir:-.}
 so=${1:-$top_builddir/lib/.libs/libfastmm5.so}
 prog=${2:-$top_builddir/tests/buggy-program}
-here=`dirname "$0"`
+# absolute: the C++ sources are looked for after the cd into the scratch directory
+here=`cd "\`dirname "$0"\`" && pwd`
 case $so in
     /*) ;;
     *) so=`pwd`/$so ;;
@@ -178,7 +186,7 @@ done_case "the leaked record is reported with make_customer_record"
 # --- a virtual call through a dangling C++ object -------------------------------------------------
 
 cxx_src=
-for d in "${srcdir:-}/tests" "$here"; do
+for d in "$here"; do
     if test -f "$d/freed-object.cpp"; then
         cxx_src=$d/freed-object.cpp
         break
@@ -196,6 +204,37 @@ if test -n "$cxx_src" && command -v "${CXX:-g++}" >/dev/null 2>&1 &&
     done_case "a virtual call on a deleted object is reported"
 else
     echo "SKIP: virtual-call (no C++ compiler)"
+fi
+
+# --- C++ operator new and delete ---------------------------------------------------------------
+
+cxx_src=
+for d in "$here"; do
+    if test -f "$d/cxx-operators.cpp"; then
+        cxx_src=$d/cxx-operators.cpp
+        break
+    fi
+done
+if test -n "$cxx_src" && command -v "${CXX:-g++}" >/dev/null 2>&1 &&
+    "${CXX:-g++}" -O0 -g -rdynamic "$cxx_src" -o "$work/cxx-operators" 2>"$work/cxx.err"; then
+    run cxx-normal FASTMM5_ON_ERROR=continue "$work/cxx-operators" throw
+    expect_rc 0 "bad_alloc caught, the sized delete reported and refused nothing"
+    grep -q '^caught bad_alloc after 1 handler call(s)$' "$name.out" ||
+        fail "no std::bad_alloc after one new-handler call: `cat "$name.out"`"
+    grep -q '^nothrow new: nullptr$' "$name.out" || fail "nothrow new did not return nullptr"
+    grep -q '^done$' "$name.out" || fail "the program did not run to the end (no \"done\")"
+    expect_err 'a sized operator delete was given a size that does not fit the block' "the sized-delete report"
+    expect_err 'operator delete(void\*, size 100)' "the delete called"
+    done_case "libfastmm5's operators: new-handler, std::bad_alloc, nothrow, sized delete checked"
+
+    run cxx-mismatch FASTMM5_DEBUG=1 "$work/cxx-operators" mismatch
+    expect_rc 134 "killed by SIGABRT"
+    expect_err 'released by a function that does not match the one that allocated it' "the mismatch report"
+    expect_err 'Allocated by: operator new\[\]; released by: operator delete(void\*' "both sides"
+    expect_err 'make_array' "the allocating function in the block's stack trace"
+    done_case "new[] released by delete is reported in debug mode"
+else
+    echo "SKIP: cxx-normal, cxx-mismatch (no C++ compiler)"
 fi
 
 echo "debug-preload: $passed passed, $failed failed"
