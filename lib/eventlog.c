@@ -158,11 +158,11 @@ void fm_event_freed_block_damaged(const char *operation, const void *p, unsigned
     fm_report_begin(&r);
     fm_report_str(&r, "libfastmm5: header corruption found by ");
     fm_report_str(&r, operation);
-    fm_report_str(&r, "(): the flag word of the freed block ");
+    fm_report_str(&r, "(): the freed block ");
     fm_report_hex(&r, (uintptr_t)p);
-    fm_report_str(&r, " reads ");
+    fm_report_str(&r, " has a damaged header (flag word ");
     fm_report_hex(&r, flags);
-    fm_report_str(&r, ".\nSomething wrote just before the block, or past the end of the block below it, while it "
+    fm_report_str(&r, ").\nSomething wrote just before the block, or past the end of the block below it, while it "
                       "was free. The block is kept out of use.\nThread: ");
     fm_report_dec(&r, fm_os_thread_id());
     fm_report_str(&r, ".");

@@ -287,7 +287,17 @@ void *fm_tcache_medium_take(size_t block_size)
         if (p == NULL)
             return NULL;
         tc->medium[b] = *(void **)p;
-        tc->medium_bytes -= fm_medium_block_size(p);
+        /* A plain block whose header (flag word, size) was overwritten while it was free - a
+         * write just before it, or past the end of the block below - is reported and stays out;
+         * its size no longer counts for the budget (which then flushes a little early). */
+        unsigned flags = fm_flags_get(p);
+        size_t size = fm_medium_block_size(p);
+        if (!(flags & FM_FLAG_DEBUG_INFO) &&
+            (flags != (FM_FLAG_MEDIUM | FM_FLAG_FREE) || size < FM_MEDIUM_MIN_BLOCK || size > FM_MEDIUM_MAX_BLOCK)) {
+            fm_event_freed_block_damaged("malloc", p, flags);
+            continue;
+        }
+        tc->medium_bytes -= size;
         fm_flags_set(p, fm_flags_get(p) & ~FM_FLAG_FREE);
         /* a freed debug block (debug.c caches them too) is vetted as the arenas vet one; a
          * damaged one is reported and stays out, in use, as the arenas quarantine it */
