@@ -633,6 +633,29 @@ static void unlock_heap(void)
 
 /* ---- the scan ---- */
 
+/* glibc keeps the thread's DTV pointer in its descriptor's header (the word after the TCB
+ * self-pointer where TLS lies below the thread pointer, the first word where it lies above),
+ * pointing one entry past the start of the DTV, a heap block: an interior pointer by design, so
+ * it reaches the DTV as a start pointer would (else every thread's DTV is "possibly lost"). */
+#if defined(__x86_64__) || defined(__i386__)
+#define DTV_WORD 1u
+#else
+#define DTV_WORD 0u
+#endif
+
+static void mark_dtv(marker_t *m, uintptr_t tp, const range_t *tls)
+{
+    uintptr_t at = tp + DTV_WORD * sizeof(uintptr_t);
+    size_t i;
+    bool at_start;
+    if (at + sizeof(uintptr_t) > tls->hi)
+        return;
+    uintptr_t w = *(const uintptr_t *)at;
+    if (w < m->lo || w >= m->hi || !lookup(m->s, w, &i, &at_start))
+        return;
+    mark_word(m, m->s->blocks[i].start & ~FM_SCAN_DEBUG_BIT);
+}
+
 /* A thread's stack from sp up, and its static TLS and descriptor around tp. */
 static void mark_thread(marker_t *m, uintptr_t sp, uintptr_t isp, uintptr_t tp, size_t tls_size)
 {
@@ -650,6 +673,7 @@ static void mark_thread(marker_t *m, uintptr_t sp, uintptr_t isp, uintptr_t tp, 
     if (tls != NULL) {
         uintptr_t lo = tp - tls_size > tls->lo && tp - tls_size < tp ? tp - tls_size : tls->lo;
         uintptr_t hi = tp + TCB_BYTES < tls->hi ? tp + TCB_BYTES : tls->hi;
+        mark_dtv(m, tp, tls);
         mark_range(m, lo, hi);
     }
 }
