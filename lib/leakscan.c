@@ -192,8 +192,26 @@ typedef struct counter {
     size_t blocks, runs;
 } counter_t;
 
+/* The small span whose blocks the walk is visiting (its record comes first). */
+static uintptr_t current_small_span;
+
+/* A small block the feed has claimed but whose flag word is not written yet (a thread stopped
+ * between the two: small.c claims feed blocks lock-free) holds whatever the memory held before:
+ * a live small block's flag word is its offset in the span and FM_FLAG_SMALL (small.c's
+ * flags_for), which a stale word is not. */
+static bool small_flags_valid(const fm_walk_record_t *r)
+{
+    uintptr_t offset = (uintptr_t)r->block - current_small_span;
+    uint16_t expected = (uint16_t)(((offset & ~(uintptr_t)63) >> 3) | FM_FLAG_SMALL);
+    return (r->flags & ~(FM_FLAG_FREE | FM_FLAG_DEBUG_INFO)) == expected;
+}
+
 static bool is_used_block(const fm_walk_record_t *r)
 {
+    if (r->kind == FM_WALK_SMALL_SPAN)
+        current_small_span = (uintptr_t)r->block;
+    if (r->kind == FM_WALK_SMALL_BLOCK && !small_flags_valid(r))
+        return false;
     return (r->kind == FM_WALK_SMALL_BLOCK || r->kind == FM_WALK_MEDIUM_BLOCK || r->kind == FM_WALK_LARGE_BLOCK) &&
            !r->free && !(r->flags & FM_FLAG_FREE);
 }
