@@ -159,6 +159,10 @@ FASTMM_API bool fastmm_leak_unregister(const void *p);
  * and records matching FASTMM5_SUPPRESSIONS are not reported. Returns how many lost blocks were
  * reported. See fastmm5(7), "Leak checking". */
 FASTMM_API size_t fastmm_leak_check(void);
+/* At exit with FASTMM5_REPORT_LEAKS=1 (or =all: still-reachable records too on standard
+ * error); FASTMM5_LEAK_EXIT_CODE=N: exit status N when a block is definitely lost;
+ * FASTMM5_SUPPRESSIONS=path: a file of frame patterns ("fun:name*", "obj:libfoo*", or a bare
+ * pattern for either) whose loss records are counted as suppressed, not reported. */
 
 /* ===================================================================================== */
 /* 5. Introspection (fixed).                                                              */

@@ -245,6 +245,8 @@ static void fill_visit(const fm_walk_record_t *r, void *arg)
         size = user_size;
     }
     size_t i = s->count;
+    if (i == s->capacity)
+        return; /* cannot happen (the tables are sized for every block); never write past them */
     fm_scan_run_t *run = s->run_count != 0 ? &s->runs[s->run_count - 1] : NULL;
     if (run == NULL || s->run_break || start < run->hi) {
         s->run_break = false;
@@ -287,29 +289,59 @@ static void sort_runs(fm_scan_run_t *a, size_t n)
     }
 }
 
-/* The block that address w points into: its index, and whether w is its start. */
-static bool lookup(const fm_scan_t *s, uintptr_t w, size_t *index, bool *at_start)
+FM_INLINE uintptr_t block_start(const fm_scan_t *s, size_t i) { return s->blocks[i].start & ~FM_SCAN_DEBUG_BIT; }
+
+/* The block that address w points into: its index, and whether w is its start. Within a run
+ * the blocks are nearly evenly spaced (a small span's blocks are all one size), so the search
+ * starts where interpolation puts w and gallops from there: a few probes, where a binary search
+ * of a span's tens of thousands of blocks costs fifteen cache misses. */
+static bool lookup(const fm_scan_t *s, size_t *last_run, uintptr_t w, size_t *index, bool *at_start)
 {
-    size_t lo = 0, hi = s->run_count;
-    while (hi - lo > 1) {
-        size_t mid = (lo + hi) / 2;
-        if (s->runs[mid].lo <= w)
-            lo = mid;
-        else
-            hi = mid;
+    const fm_scan_run_t *run = &s->runs[*last_run]; /* pointers come in clusters: try the last run first */
+    if (w < run->lo || w >= run->hi) {
+        size_t lo = 0, hi = s->run_count;
+        while (hi - lo > 1) {
+            size_t mid = (lo + hi) / 2;
+            if (s->runs[mid].lo <= w)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        run = &s->runs[lo];
+        if (w < run->lo || w >= run->hi)
+            return false;
+        *last_run = lo;
     }
-    const fm_scan_run_t *run = &s->runs[lo];
-    if (w < run->lo || w >= run->hi)
-        return false;
-    size_t a = run->first, b = run->first + run->count;
+    size_t first = run->first, end = run->first + run->count;
+    size_t g = first + (size_t)((double)(w - run->lo) / (double)(run->hi - run->lo) * (double)run->count);
+    if (g >= end)
+        g = end - 1;
+    size_t a, b; /* the answer is in [a, b): the last block starting at or below w */
+    if (block_start(s, g) <= w) {
+        size_t step = 1;
+        a = g;
+        while (a + step < end && block_start(s, a + step) <= w) {
+            a += step;
+            step *= 2;
+        }
+        b = a + step < end ? a + step : end;
+    } else {
+        size_t step = 1;
+        b = g; /* block g starts above w */
+        while (b - first > step && block_start(s, b - step) > w) {
+            b -= step;
+            step *= 2;
+        }
+        a = b - first > step ? b - step : first;
+    }
     while (b - a > 1) {
         size_t mid = (a + b) / 2;
-        if ((s->blocks[mid].start & ~FM_SCAN_DEBUG_BIT) <= w)
+        if (block_start(s, mid) <= w)
             a = mid;
         else
             b = mid;
     }
-    uintptr_t start = s->blocks[a].start & ~FM_SCAN_DEBUG_BIT;
+    uintptr_t start = block_start(s, a);
     size_t size = s->blocks[a].size;
     if (w < start || w >= start + (size != 0 ? size : 1))
         return false;
@@ -324,6 +356,7 @@ typedef struct marker {
     fm_scan_t *s;
     uintptr_t lo, hi; /* the heap's extent: words outside it are no pointers */
     size_t leader;    /* the clique phase: the definitely lost block being followed */
+    size_t last_run;  /* the run the last pointer fell in */
     bool clique;
 } marker_t;
 
@@ -339,7 +372,7 @@ static void mark_word(marker_t *m, uintptr_t w)
 {
     size_t i;
     bool at_start;
-    if (w < m->lo || w >= m->hi || !lookup(m->s, w, &i, &at_start))
+    if (w - m->lo >= m->hi - m->lo || !lookup(m->s, &m->last_run, w, &i, &at_start))
         return;
     uint8_t *st = &m->s->state[i];
     uint8_t kind = *st & FM_SCAN_KIND_MASK;
@@ -669,7 +702,7 @@ static void mark_dtv(marker_t *m, uintptr_t tp, const range_t *tls)
     if (at + sizeof(uintptr_t) > tls->hi)
         return;
     uintptr_t w = *(const uintptr_t *)at;
-    if (w < m->lo || w >= m->hi || !lookup(m->s, w, &i, &at_start))
+    if (w - m->lo >= m->hi - m->lo || !lookup(m->s, &m->last_run, w, &i, &at_start))
         return;
     mark_word(m, m->s->blocks[i].start & ~FM_SCAN_DEBUG_BIT);
 }
@@ -709,10 +742,13 @@ static void mark_roots(marker_t *m, uintptr_t self_sp, size_t tls_size)
     drain(m);
 }
 
-/* The tables, sized from a first count of the blocks (the heap is locked, so it holds). */
+/* The tables. On 64-bit they are sized from the memory the heap maps (a block takes 16 bytes at
+ * least): address space is plentiful, and only the pages written cost memory, so one walk of the
+ * heap is enough. On 32-bit a first walk counts the blocks (the heap is locked: it holds). */
 static bool map_tables(fm_scan_t *s, const counter_t *c)
 {
     size_t blocks = c->blocks + 1, runs = c->runs + c->blocks + 1;
+    s->capacity = blocks;
     s->stack_cap = blocks < STACK_MAX ? blocks : STACK_MAX;
     size_t block_bytes = round_page(blocks * sizeof(fm_scan_block_t));
     size_t run_bytes = round_page(runs * sizeof(fm_scan_run_t));
@@ -751,13 +787,17 @@ bool fm_leak_scan(fm_scan_t *s, void (*classified)(fm_scan_t *s, void *arg), voi
     stop_threads(s);
     /* 4. */
     counter_t c = {0, 0};
-    fm_medium_walk(count_visit, &c, FM_WALK_LOCKS_HELD);
-    fm_large_walk(count_visit, &c, FM_WALK_LOCKS_HELD);
+    if (FM_IS64) {
+        c.blocks = fm_os_mapped_bytes() / 16u;
+    } else {
+        fm_medium_walk(count_visit, &c, FM_WALK_LOCKS_HELD);
+        fm_large_walk(count_visit, &c, FM_WALK_LOCKS_HELD);
+    }
     if (read_maps() && map_tables(s, &c)) {
         fm_medium_walk(fill_visit, s, FM_WALK_LOCKS_HELD);
         fm_large_walk(fill_visit, s, FM_WALK_LOCKS_HELD);
         sort_runs(s->runs, s->run_count);
-        marker_t m = {s, UINTPTR_MAX, 0, 0, false};
+        marker_t m = {s, 0, 0, 0, 0, false};
         if (s->run_count != 0) {
             m.lo = s->runs[0].lo;
             for (size_t i = 0; i < s->run_count; i++)

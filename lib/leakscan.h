@@ -34,7 +34,7 @@ typedef struct fm_scan_run fm_scan_run_t;
 typedef struct fm_scan {
     fm_scan_block_t *blocks; /* every live block, ascending within each run */
     uint8_t *state;          /* one byte per block */
-    size_t count;
+    size_t count, capacity;
     fm_scan_run_t *runs; /* stretches of ascending blocks, sorted by address */
     size_t run_count;
     uint32_t *stack; /* the mark stack (indexes into blocks) */
