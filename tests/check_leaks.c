@@ -18,6 +18,12 @@
 
 #include "check_suites.h"
 
+/* Under Valgrind (make check-valgrind) the scan's reads of every word of the stacks and blocks
+ * are uninitialised reads to memcheck, which has its own leak check: the suite is skipped. */
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
+
 #define MASK ((uintptr_t)0xa5a5a5a5a5a5a5a5u)
 #define HIDE(p) ((uintptr_t)(p) ^ MASK)
 #define SHOW(h) ((void *)((h) ^ MASK))
@@ -316,6 +322,8 @@ END_TEST
 Suite *suite_leaks(void)
 {
     Suite *s = suite_create("leaks");
+    if (RUNNING_ON_VALGRIND)
+        return s;
     TCase *tc = tcase_create("reachability");
     tcase_set_timeout(tc, TEST_TIMEOUT);
     tcase_add_test(tc, test_leak_kinds_normal);
