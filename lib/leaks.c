@@ -382,7 +382,7 @@ static FM_NOINLINE size_t scan_and_report(void)
     g.all = fm_options.report_leaks_all;
     fm_scan_t s;
     fm_lock_wait(&registry_lock);
-    bool complete = fm_leak_scan(&s, group_blocks, &g);
+    bool complete = fm_leak_scan(&s, group_blocks, &g, p, map_size);
     fm_lock_release(&registry_lock);
     fm_leak_scan_release(&s);
     size_t lost_blocks = 0;

@@ -45,6 +45,7 @@
 #define MAPS_MAX ((size_t)1 << 16)    /* /proc/self/maps lines kept */
 #define ROOTS_MAX ((size_t)1 << 14)   /* writable segments of loaded objects */
 #define THREADS_MAX 4096u
+#define FIXED_BYTES (MAPS_MAX * sizeof(range_t) + ROOTS_MAX * sizeof(range_t))
 #define STOP_TIMEOUT_MS 2000u
 /* glibc keeps a thread's descriptor (struct pthread, 2304 bytes on x86-64) at its thread pointer,
  * above its static TLS; the DTV pointer is in it. Scanned up to this many bytes, clipped to the
@@ -60,6 +61,7 @@ struct fm_scan_run {
 
 typedef struct range {
     uintptr_t lo, hi;
+    bool anonymous_rw; /* /proc/self/maps: a writable private mapping of no file (a root) */
 } range_t;
 
 /* ---- private memory ---- */
@@ -98,15 +100,31 @@ static bool parse_hex(const char **s, uintptr_t *out)
     return any;
 }
 
-/* One line: "lo-hi rwxp ...". Readable mappings only; [vvar] and the like are never roots. */
+/* Skips one field of a maps line and the spaces after it. */
+static const char *next_field(const char *p)
+{
+    while (*p != ' ' && *p != '\0')
+        p++;
+    while (*p == ' ')
+        p++;
+    return p;
+}
+
+/* One line: "lo-hi rwxp offset dev inode path". Readable mappings only. Anonymous writable ones
+ * ([heap] included; not [stack], whose dead part below sp must not count) are roots, as
+ * Valgrind's memcheck takes every writable mapping that is not the heap: programs with
+ * allocators of their own (gcc's garbage-collected heap) keep malloc'd pointers there. */
 static void maps_line(const char *line)
 {
     uintptr_t lo, hi;
     const char *p = line;
     if (!parse_hex(&p, &lo) || *p++ != '-' || !parse_hex(&p, &hi) || *p++ != ' ' || *p != 'r')
         return;
+    bool rw = p[1] == 'w' && p[3] == 'p';
+    p = next_field(next_field(next_field(next_field(p)))); /* perms, offset, dev, inode */
+    bool anonymous = *p == '\0' || (p[0] == '[' && p[1] == 'h'); /* no path, or [heap] */
     if (maps_count < MAPS_MAX)
-        maps[maps_count++] = (range_t){lo, hi};
+        maps[maps_count++] = (range_t){lo, hi, rw && anonymous};
 }
 
 static bool read_maps(void)
@@ -166,7 +184,7 @@ static int collect_segments(struct dl_phdr_info *info, size_t size, void *arg)
             continue;
         uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
         if (roots_count < ROOTS_MAX)
-            roots[roots_count++] = (range_t){lo, lo + ph->p_memsz};
+            roots[roots_count++] = (range_t){lo, lo + ph->p_memsz, false};
     }
     return 0;
 }
@@ -729,12 +747,90 @@ static void mark_thread(marker_t *m, uintptr_t sp, uintptr_t isp, uintptr_t tp, 
     }
 }
 
+/* Whether the mapping r is some thread's stack (scanned from its sp up, never whole). */
+static bool is_stack(const range_t *r, uintptr_t self_sp)
+{
+    if (self_sp >= r->lo && self_sp < r->hi)
+        return true;
+    for (unsigned i = 0; i < slot_count; i++) {
+        uintptr_t sp = slots[i].sp, isp = slots[i].isp;
+        if (__atomic_load_n(&slots[i].state, __ATOMIC_SEQ_CST) == SLOT_STOPPED &&
+            ((sp >= r->lo && sp < r->hi) || (isp >= r->lo && isp < r->hi)))
+            return true;
+    }
+    return false;
+}
+
+#define BIG_MAPPING ((uintptr_t)64 << 20)
+#define PAGE 4096u
+
+/* [lo, hi), less the resident-page check: a big mapping (a reservation of gigabytes, say) is read
+ * only where mincore says its pages are in memory; an anonymous page never written reads as
+ * zeros, and holds no pointer (a page swapped out is skipped too). */
+static void mark_resident(marker_t *m, uintptr_t lo, uintptr_t hi)
+{
+    if (hi - lo <= BIG_MAPPING) {
+        mark_range(m, lo, hi);
+        return;
+    }
+    unsigned char vec[1024];
+    for (uintptr_t at = lo; at < hi;) {
+        size_t pages = (hi - at) / PAGE < sizeof vec ? (hi - at) / PAGE : sizeof vec;
+        if (pages == 0 || mincore((void *)at, pages * PAGE, vec) != 0) {
+            mark_range(m, at, at + (pages != 0 ? pages : 1) * PAGE < hi ? at + (pages != 0 ? pages : 1) * PAGE : hi);
+        } else {
+            for (size_t k = 0; k < pages; k++)
+                if (vec[k] & 1)
+                    mark_range(m, at + k * PAGE, at + (k + 1) * PAGE);
+        }
+        at += (pages != 0 ? pages : 1) * PAGE;
+    }
+}
+
+/* [lo, hi) less the skipped ranges (at most a few). */
+static void mark_outside(marker_t *m, uintptr_t lo, uintptr_t hi, const range_t *skip, size_t skip_count)
+{
+    for (size_t k = 0; k < skip_count; k++)
+        if (lo < skip[k].hi && hi > skip[k].lo) {
+            if (lo < skip[k].lo)
+                mark_outside(m, lo, skip[k].lo, skip + k + 1, skip_count - k - 1);
+            if (skip[k].hi < hi)
+                mark_outside(m, skip[k].hi, hi, skip + k + 1, skip_count - k - 1);
+            return;
+        }
+    mark_resident(m, lo, hi);
+}
+
+/* The anonymous writable mappings, less the heap's own regions (their blocks are scanned only
+ * when reached; the heap maps whole chunks, which the ownership map knows), the stacks and the
+ * scan's own tables. */
+static void mark_anonymous(marker_t *m, uintptr_t self_sp, const range_t *skip, size_t skip_count)
+{
+    for (size_t i = 0; i < maps_count; i++) {
+        const range_t *r = &maps[i];
+        if (!r->anonymous_rw || is_stack(r, self_sp))
+            continue;
+        for (uintptr_t at = r->lo; at < r->hi;) {
+            uintptr_t end = at;
+            bool heap = fm_pagemap_lookup((const void *)at) != 0;
+            do /* the chunks of the same kind from here */
+                end = (end | (FM_OS_CHUNK - 1)) + 1;
+            while (end < r->hi && (fm_pagemap_lookup((const void *)end) != 0) == heap);
+            end = end < r->hi ? end : r->hi;
+            if (!heap)
+                mark_outside(m, at, end, skip, skip_count);
+            at = end;
+        }
+    }
+}
+
 /* This thread's stack is scanned from fm_leak_scan's frame up, not from the current sp: the
  * frames below it are the scan's own, whose slots hold the pointers the walk has just visited. */
-static void mark_roots(marker_t *m, uintptr_t self_sp, size_t tls_size)
+static void mark_roots(marker_t *m, uintptr_t self_sp, size_t tls_size, const range_t *skip, size_t skip_count)
 {
     for (size_t i = 0; i < roots_count; i++)
         mark_root(m, roots[i].lo, roots[i].hi);
+    mark_anonymous(m, self_sp, skip, skip_count);
     mark_thread(m, self_sp, 0, (uintptr_t)pthread_self(), tls_size);
     for (unsigned i = 0; i < slot_count; i++)
         if (__atomic_load_n(&slots[i].state, __ATOMIC_SEQ_CST) == SLOT_STOPPED)
@@ -766,7 +862,8 @@ static bool map_tables(fm_scan_t *s, const counter_t *c)
     return true;
 }
 
-bool fm_leak_scan(fm_scan_t *s, void (*classified)(fm_scan_t *s, void *arg), void *arg)
+bool fm_leak_scan(fm_scan_t *s, void (*classified)(fm_scan_t *s, void *arg), void *arg, const void *private_area,
+                  size_t private_size)
 {
     /* the caller's frame and up: it has saved its callers' registers (__builtin_unwind_init) */
     uintptr_t self_sp = (uintptr_t)__builtin_frame_address(0);
@@ -774,7 +871,7 @@ bool fm_leak_scan(fm_scan_t *s, void (*classified)(fm_scan_t *s, void *arg), voi
     /* 1. what takes the loader's locks, and the fixed tables, first */
     static void *fixed;
     if (fixed == NULL)
-        fixed = map_private(MAPS_MAX * sizeof(range_t) + ROOTS_MAX * sizeof(range_t));
+        fixed = map_private(FIXED_BYTES);
     if (fixed == NULL)
         return false;
     maps = fixed;
@@ -803,7 +900,10 @@ bool fm_leak_scan(fm_scan_t *s, void (*classified)(fm_scan_t *s, void *arg), voi
             for (size_t i = 0; i < s->run_count; i++)
                 m.hi = s->runs[i].hi > m.hi ? s->runs[i].hi : m.hi;
         }
-        mark_roots(&m, self_sp, tls_size);
+        range_t skip[3] = {{(uintptr_t)s->mapping, (uintptr_t)s->mapping + s->mapping_size, false},
+                           {(uintptr_t)fixed, (uintptr_t)fixed + FIXED_BYTES, false},
+                           {(uintptr_t)private_area, (uintptr_t)private_area + private_size, false}};
+        mark_roots(&m, self_sp, tls_size, skip, 3);
         classify_lost(&m);
         s->complete = true;
         classified(s, arg);

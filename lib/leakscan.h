@@ -49,10 +49,12 @@ typedef struct fm_scan {
 
 /* Runs the scan; the caller holds no arena lock, and has called __builtin_unwind_init (its
  * frame, where that saves the registers, is where this thread's stack is scanned from). */
-/* classified(s, arg) runs once every block is classified, while the other threads are still
+/* private_area: the caller's own private mapping, which is not a root.
+ * classified(s, arg) runs once every block is classified, while the other threads are still
  * stopped and the arenas locked: it may read the blocks (none can be freed meanwhile), must not
  * allocate, lock or symbolize. */
-bool fm_leak_scan(fm_scan_t *s, void (*classified)(fm_scan_t *s, void *arg), void *arg);
+bool fm_leak_scan(fm_scan_t *s, void (*classified)(fm_scan_t *s, void *arg), void *arg, const void *private_area,
+                  size_t private_size); /* the caller's own mapping: no root */
 void fm_leak_scan_release(fm_scan_t *s);
 /* How many threads the process has now (from /proc/self/task; 0 if unknown). */
 unsigned fm_leak_thread_count(void);
