@@ -418,7 +418,8 @@ static FM_NOINLINE size_t scan_and_report(void)
         }
         definitely_lost_blocks = g.totals.blocks[FM_SCAN_DEFINITE];
     } else {
-        static const char msg[] = "libfastmm5: the leak check could not map its tables; no leak report\n";
+        static const char msg[] = "libfastmm5: the leak check could not run (no /proc/self/maps, or no memory "
+                                  "for its tables); no leak report\n";
         fm_os_write_all(2, msg, sizeof msg - 1);
     }
     munmap(p, map_size);
