@@ -11,6 +11,8 @@
 #   suppressed debug mode, FASTMM5_SUPPRESSIONS naming fun:lose_block: exit 0, no loss record.
 #   all        FASTMM5_REPORT_LEAKS=all: the 555-byte block kept in a global is reported as
 #              still reachable.
+#   log        FASTMM5_REPORT_LEAKS=1 FASTMM5_LOG=file: the log gets the still-reachable record
+#              too, standard error only the lost one.
 #
 # Guards against: a scan that deadlocks or crashes on running threads, blocks reachable from
 # globals or other threads reported as lost, a lost block missed, the exit status not set, the
@@ -101,6 +103,12 @@ done_case
 
 run all threads FASTMM5_DEBUG=1 FASTMM5_REPORT_LEAKS=all
 grep -q '^libfastmm5: 555 bytes in 1 block is still reachable' "$name.err" || fail "the global's block is not still reachable"
+done_case
+
+run log threads FASTMM5_DEBUG=1 FASTMM5_REPORT_LEAKS=1 FASTMM5_LOG=leaks.log
+grep -q 'still reachable in loss record' "$name.err" && fail "a still-reachable record on standard error without =all"
+grep -q '^libfastmm5: 555 bytes in 1 block is still reachable' leaks.log || fail "the log lacks the still-reachable record"
+grep -q '^libfastmm5: 777 bytes in 1 block is definitely lost' leaks.log || fail "the log lacks the lost block"
 done_case
 
 test $failures -eq 0 || exit 1
