@@ -333,8 +333,8 @@ static void report_summary(const grouping_t *g, const fm_scan_t *s, bool any_deb
     if (s->threads_missed != 0) {
         fm_report_str(&r, "\nWarning: ");
         fm_report_dec(&r, s->threads_missed);
-        fm_report_str(&r, " thread(s) did not stop for the scan (the signal is blocked?): their stacks were "
-                          "not scanned, so some blocks may be reported lost wrongly.");
+        fm_report_str(&r, " thread(s) did not stop for the scan (the signal is blocked?): their registers "
+                          "were not seen, so some blocks may be reported lost wrongly.");
     }
     size_t lost = t->bytes[FM_SCAN_DEFINITE] + t->bytes[FM_SCAN_INDIRECT] + t->bytes[FM_SCAN_POSSIBLE];
     fm_event_raise_leak(FASTMM_EVENT_LEAK_SUMMARY, NULL, lost, 0, FASTMM_LEAK_NONE, 0, false, &r);

@@ -3,8 +3,9 @@
  *
  * Definitions as Valgrind's memcheck and LeakSanitizer use them. Roots are scanned conservatively,
  * one aligned word at a time: the writable segments of every loaded object (dl_iterate_phdr), the
- * stack of every thread from its stack pointer up, with the registers it saved, and every thread's
- * static TLS and thread descriptor (whose DTV, a heap block, leads to the dynamic TLS blocks).
+ * other anonymous writable mappings (as memcheck), the stack of every thread from its stack
+ * pointer up, with the registers it saved, and every thread's static TLS and thread descriptor
+ * (whose DTV, a heap block, leads to the dynamic TLS blocks).
  * Then the blocks found are scanned in turn. A word equal to a block's user pointer reaches it
  * (still reachable); one that points inside it only makes it "possibly lost". The blocks left
  * are definitely lost, less those that some lost block points to: indirectly lost.
@@ -19,10 +20,11 @@
  *  4. the heap is walked with the locks held (FM_WALK_LOCKS_HELD) and the roots are scanned;
  *  5. the threads are released, then the arenas.
  * A thread that does not answer within STOP_TIMEOUT_MS (it blocks the signal) is counted as
- * missed: its stack is not scanned, and blocks only it points to may be reported lost.
+ * missed: its stack is read whole as an anonymous mapping (dead frames too) where it is one, not
+ * at all where it is the main thread's [stack], and what it holds in registers is not seen.
  *
- * Nothing here allocates from this heap: the tables are private mappings sized from a first
- * count of the blocks (16 bytes and one state byte per block, a run record per span), and the
+ * Nothing here allocates from this heap: the tables are private mappings (16 bytes and one state
+ * byte per block, a run record per stretch of ascending blocks; see map_tables), and the
  * mark stack is bounded (STACK_MAX entries): when it fills, marked blocks wait with their
  * SCANNED bit clear and a sweep over the table pushes them again.
  */
