@@ -116,12 +116,25 @@ typedef enum fastmm_event_type {
     FASTMM_EVENT_SIZED_DELETE_MISMATCH,   /* a sized operator delete whose size does not fit the block */
 } fastmm_event_type_t;
 
+/* What the leak check found for the blocks of a loss record (Valgrind memcheck's terms). */
+typedef enum fastmm_leak_kind {
+    FASTMM_LEAK_NONE,            /* not a loss record (every other event, and LEAK_SUMMARY) */
+    FASTMM_LEAK_DEFINITELY_LOST, /* no pointer to the block anywhere */
+    FASTMM_LEAK_INDIRECTLY_LOST, /* pointed to only from lost blocks (e.g. the rest of a lost list) */
+    FASTMM_LEAK_POSSIBLY_LOST,   /* only pointers into its middle were found */
+    FASTMM_LEAK_STILL_REACHABLE, /* a pointer to its start remains (FASTMM5_REPORT_LEAKS=all) */
+} fastmm_leak_kind_t;
+
 typedef struct fastmm_event {
     fastmm_event_type_t type;
-    const void *block;                  /* the user pointer concerned, or NULL */
-    size_t size;                        /* its requested size where known */
+    const void *block;                  /* the user pointer concerned, or NULL; LEAK_DETAIL: one
+                                         * block of the loss record */
+    size_t size;                        /* its requested size where known; LEAK_DETAIL: the bytes of
+                                         * all the record's blocks; LEAK_SUMMARY: the bytes lost */
     uint32_t allocation_number;         /* debug blocks; 0 otherwise */
     const char *text;                   /* the full report, as written to the log */
+    fastmm_leak_kind_t leak_kind;       /* LEAK_DETAIL: the kind of the record's blocks */
+    size_t leak_blocks;                 /* LEAK_DETAIL: how many blocks the record groups */
 } fastmm_event_t;
 
 /* Called after the report is written, before the error action. It runs inside the allocator:
@@ -140,9 +153,20 @@ FASTMM_API fastmm_error_action_t fastmm_error_action(void);
 
 FASTMM_API bool fastmm_leak_register(const void *p);      /* expected leak: not reported */
 FASTMM_API bool fastmm_leak_unregister(const void *p);
-/* Reports every live block that is not a registered leak (debug blocks with their allocation
- * trace), then a summary grouped by size; returns how many were reported. */
+/* The leak check, as Valgrind's memcheck does it: stops the other threads, scans the roots (the
+ * writable data of every loaded object, every thread's stack, registers and TLS) and then the
+ * blocks reached, and classifies every live block as definitely, indirectly or possibly lost,
+ * or still reachable (fastmm_leak_kind_t). Reports one FASTMM_EVENT_LEAK_DETAIL per loss record
+ * (blocks of the same kind and allocation stack in debug mode, of the same kind and size
+ * otherwise; the still-reachable ones only with FASTMM5_REPORT_LEAKS=all), smallest first, then a
+ * FASTMM_EVENT_LEAK_SUMMARY; nothing when nothing is lost. Registered blocks (and what they reach)
+ * and records matching FASTMM5_SUPPRESSIONS are not reported. Returns how many lost blocks were
+ * reported. See fastmm5(7), "Leak checking". */
 FASTMM_API size_t fastmm_leak_check(void);
+/* At exit with FASTMM5_REPORT_LEAKS=1 (or =all: still-reachable records too on standard
+ * error); FASTMM5_LEAK_EXIT_CODE=N: exit status N when a block is definitely lost;
+ * FASTMM5_SUPPRESSIONS=path: a file of frame patterns ("fun:name*", "obj:libfoo*", or a bare
+ * pattern for either) whose loss records are counted as suppressed, not reported. */
 
 /* ===================================================================================== */
 /* 5. Introspection (fixed).                                                              */

@@ -19,6 +19,9 @@ static void *handler_user;
 static fastmm_error_action_t error_action = FASTMM_ON_ERROR_ABORT;
 static char log_path[1024];
 static bool log_enabled;
+/* Where leak reports go instead of standard error: init.c's duplicate of it, taken at start-up,
+ * because many programs close standard error before they exit (gnulib's close_stdout does). */
+static int leak_fd = 2;
 
 void fm_report_str(fm_report_t *r, const char *s)
 {
@@ -127,8 +130,20 @@ static bool at_exit;
 void fm_event_raise(fastmm_event_type_t type, const void *block, size_t size, uint32_t allocation_number,
                     fm_report_t *r)
 {
+    fm_event_raise_leak(type, block, size, allocation_number, FASTMM_LEAK_NONE, 0, false, r);
+}
+
+bool fm_event_log_enabled(void) { return fm_load_relaxed(&log_enabled); }
+
+void fm_event_set_leak_fd(int fd) { fm_store_relaxed(&leak_fd, fd); }
+
+void fm_event_raise_leak(fastmm_event_type_t type, const void *block, size_t size, uint32_t allocation_number,
+                         fastmm_leak_kind_t kind, size_t blocks, bool log_only, fm_report_t *r)
+{
     fm_report_str(r, "\n");
-    fm_os_write_all(2, r->buf, r->len);
+    bool leak = type == FASTMM_EVENT_LEAK_DETAIL || type == FASTMM_EVENT_LEAK_SUMMARY;
+    if (!log_only)
+        fm_os_write_all(leak ? fm_load_relaxed(&leak_fd) : 2, r->buf, r->len);
     if (log_enabled) {
         int fd = fm_os_open_append(log_path);
         if (fd >= 0) {
@@ -136,7 +151,7 @@ void fm_event_raise(fastmm_event_type_t type, const void *block, size_t size, ui
             fm_os_close(fd);
         }
     }
-    fastmm_event_t event = {type, block, size, allocation_number, r->buf};
+    fastmm_event_t event = {type, block, size, allocation_number, r->buf, kind, blocks};
     fastmm_event_handler_t h = fm_load_acquire(&handler);
     if (h != NULL)
         h(&event, fm_load_relaxed(&handler_user));

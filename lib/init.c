@@ -33,8 +33,9 @@ uint64_t fm_start_ms;
  * (FM_EVERY_PROCESS: base.h). */
 FM_EVERY_PROCESS void fm_fini(void);
 void fm_fini(void) {}
-/* Where the exit-time report goes. Many programs close standard error before exiting (gnulib's
- * close_stdout does), so with FASTMM5_STATS a private duplicate is kept from start-up. */
+/* Where the exit-time reports go. Many programs close standard error before exiting (gnulib's
+ * close_stdout does), so with FASTMM5_STATS or FASTMM5_REPORT_LEAKS a private duplicate is kept
+ * from start-up. */
 static int report_fd = 2;
 
 /* fork(): hold every lock of the library across the fork, so that the child never inherits one
@@ -206,10 +207,12 @@ __attribute__((constructor)) static void at_load(void)
 {
     fm_ensure_init();
     apply_start_options();
-    if (fm_options.stats_at_exit) {
+    if (fm_options.stats_at_exit || fm_options.report_leaks) {
         int fd = fcntl(2, F_DUPFD_CLOEXEC, 100);
         if (fd >= 0)
             report_fd = fd;
+        if (fm_options.report_leaks)
+            fm_event_set_leak_fd(report_fd);
     }
 }
 

@@ -73,6 +73,9 @@ typedef struct fm_options {
     bool erase_allocated;
     bool erase_freed;
     bool report_leaks;
+    bool report_leaks_all;     /* FASTMM5_REPORT_LEAKS=all: still-reachable blocks too */
+    int leak_exit_code;        /* FASTMM5_LEAK_EXIT_CODE: exit status on a definite leak (0: unchanged) */
+    const char *suppressions;  /* FASTMM5_SUPPRESSIONS: a file of frame patterns (NULL: none) */
     bool stats_json;        /* FASTMM5_STATS=json: the exit report is fastmm_write_json (walk.c) */
     unsigned min_alignment; /* FASTMM5_MIN_ALIGNMENT, applied by fm_tuning_start (0: none) */
 } fm_options_t;
@@ -93,6 +96,12 @@ void fm_report_dump(fm_report_t *r, const void *p, size_t n);
 /* Writes the report, calls the handler, then aborts unless the action is "continue". */
 void fm_event_raise(fastmm_event_type_t type, const void *block, size_t size, uint32_t allocation_number,
                     fm_report_t *r);
+/* A leak report: also the kind and block count of its loss record; log_only: not written to
+ * standard error (FASTMM5_LOG gets every record, standard error the ones asked for). */
+void fm_event_raise_leak(fastmm_event_type_t type, const void *block, size_t size, uint32_t allocation_number,
+                         fastmm_leak_kind_t kind, size_t blocks, bool log_only, fm_report_t *r);
+bool fm_event_log_enabled(void);
+void fm_event_set_leak_fd(int fd);
 void fm_event_invalid_pointer(const char *operation, const void *p, const char *why);
 /* A freed block's flag word was overwritten: reported as header corruption; the block stays out. */
 void fm_event_freed_block_damaged(const char *operation, const void *p, unsigned flags);
@@ -139,7 +148,10 @@ typedef struct fm_walk_record {
     size_t small_block_size; /* small blocks and small spans: the class size */
 } fm_walk_record_t;
 typedef void (*fm_walk_visit_t)(const fm_walk_record_t *record, void *arg);
-/* False if some arena or span could not be locked before deadline_ms (fm_os_time_ms clock). */
+/* False if some arena or span could not be locked before deadline_ms (fm_os_time_ms clock).
+ * FM_WALK_LOCKS_HELD as the deadline: the caller already holds every medium arena, small manager
+ * and large arena lock (the leak scan, which stops the other threads), so the walk takes none. */
+#define FM_WALK_LOCKS_HELD ((uint64_t)0)
 bool fm_medium_walk(fm_walk_visit_t visit, void *arg, uint64_t deadline_ms);
 bool fm_large_walk(fm_walk_visit_t visit, void *arg, uint64_t deadline_ms);
 
@@ -382,6 +394,9 @@ bool fm_debug_block_details(const void *outer, fm_debug_details_t *out);
 
 /* ---- leaks.c ---- */
 size_t fm_leak_check_at_exit(void);
+/* ---- leaksupp.c: FASTMM5_SUPPRESSIONS ---- */
+void fm_leak_suppressions_load(const char *path); /* reads the file (no allocation); NULL: none */
+bool fm_leak_suppressed(const uintptr_t *trace, unsigned depth); /* some frame matches a pattern */
 
 /* ---- realloc.c ---- */
 void *fm_realloc(void *p, size_t size);

@@ -537,8 +537,8 @@ bool fm_large_walk(fm_walk_visit_t visit, void *arg, uint64_t deadline_ms)
     bool complete = true;
     for (unsigned a = 0; a < FM_LARGE_ARENAS; a++) {
         fm_large_manager_t *m = &fm_large_managers[a];
-        bool locked;
-        while (!(locked = fm_lock_try(&m->lock)) && fm_os_time_ms() < deadline_ms)
+        bool held = deadline_ms == FM_WALK_LOCKS_HELD, locked = held;
+        while (!locked && !(locked = fm_lock_try(&m->lock)) && fm_os_time_ms() < deadline_ms)
             fm_os_yield();
         if (!locked) {
             complete = false;
@@ -550,7 +550,8 @@ bool fm_large_walk(fm_walk_visit_t visit, void *arg, uint64_t deadline_ms)
                                   FM_WALK_LARGE_BLOCK, a, (flags & FM_FLAG_FREE) != 0, 0, 0};
             visit(&r, arg);
         }
-        fm_lock_release(&m->lock);
+        if (!held)
+            fm_lock_release(&m->lock);
     }
     return complete;
 }

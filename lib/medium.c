@@ -876,12 +876,20 @@ void fm_medium_collect(fm_usage_detail_t *d)
 
 static bool lock_before(fm_lock_t *l, uint64_t deadline_ms)
 {
+    if (deadline_ms == FM_WALK_LOCKS_HELD)
+        return true;
     while (!fm_lock_try(l)) {
         if (fm_os_time_ms() >= deadline_ms)
             return false;
         fm_os_yield();
     }
     return true;
+}
+
+static void unlock_after(fm_lock_t *l, uint64_t deadline_ms)
+{
+    if (deadline_ms != FM_WALK_LOCKS_HELD)
+        fm_lock_release(l);
 }
 
 static bool walk_small_span(fm_small_span_t *s, fm_small_manager_t *sm, fm_walk_record_t *span_rec,
@@ -893,7 +901,7 @@ static bool walk_small_span(fm_small_span_t *s, fm_small_manager_t *sm, fm_walk_
         return false;
     }
     if (small_span_manager(s) != sm) { /* released meanwhile: its memory waits for this arena */
-        fm_lock_release(&sm->lock);
+        unlock_after(&sm->lock, deadline_ms);
         span_rec->kind = FM_WALK_MEDIUM_BLOCK;
         visit(span_rec, arg);
         return true;
@@ -909,7 +917,7 @@ static bool walk_small_span(fm_small_span_t *s, fm_small_manager_t *sm, fm_walk_
                               sm->arena, (flags & FM_FLAG_FREE) != 0, 0, sm->block_size};
         visit(&r, arg);
     }
-    fm_lock_release(&sm->lock);
+    unlock_after(&sm->lock, deadline_ms);
     return true;
 }
 
@@ -944,7 +952,7 @@ bool fm_medium_walk(fm_walk_visit_t visit, void *arg, uint64_t deadline_ms)
                 off += size;
             }
         }
-        fm_lock_release(&m->lock);
+        unlock_after(&m->lock, deadline_ms);
     }
     return complete;
 }

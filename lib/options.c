@@ -19,7 +19,7 @@ static const char *const known_names[] = {
     "FASTMM5_DISABLE_AVX2",
     "FASTMM5_VALGRIND_SLACK", "FASTMM5_ERASE", "FASTMM5_DEBUG_OPTIONS",
     "FASTMM5_LIB", /* read by tools/fastmm5-stats, not by the library */
-    "FASTMM5_MEMORY_LIMIT", "FASTMM5_MIN_ALIGNMENT",
+    "FASTMM5_MEMORY_LIMIT", "FASTMM5_MIN_ALIGNMENT", "FASTMM5_LEAK_EXIT_CODE", "FASTMM5_SUPPRESSIONS",
 };
 static const char *const planned_names[] = {""};
 
@@ -162,6 +162,34 @@ static void read_stats(void)
     parse_bool("FASTMM5_STATS", v, &fm_options.stats_at_exit);
 }
 
+/* FASTMM5_REPORT_LEAKS=1|0|all (all: the still-reachable blocks too). */
+static void read_report_leaks(void)
+{
+    const char *v = fm_os_getenv("FASTMM5_REPORT_LEAKS");
+    if (v != NULL && str_eq(v, "all")) {
+        fm_options.report_leaks = true;
+        fm_options.report_leaks_all = true;
+        return;
+    }
+    parse_bool("FASTMM5_REPORT_LEAKS", v, &fm_options.report_leaks);
+}
+
+/* FASTMM5_LEAK_EXIT_CODE=N (1..255): the exit status when the exit-time check finds a definite leak. */
+static void read_leak_exit_code(void)
+{
+    const char *v = fm_os_getenv("FASTMM5_LEAK_EXIT_CODE");
+    if (v == NULL)
+        return;
+    int n = 0;
+    const char *d = v;
+    while (*d >= '0' && *d <= '9' && n <= 255)
+        n = n * 10 + (*d++ - '0');
+    if (*d != '\0' || d == v || n > 255)
+        warn("FASTMM5_LEAK_EXIT_CODE", v, "expected a number from 0 to 255; ignored");
+    else
+        fm_options.leak_exit_code = n;
+}
+
 /* FASTMM5_MEMORY_LIMIT=<bytes>[K|M|G] (0: unlimited). */
 static void read_memory_limit(void)
 {
@@ -264,7 +292,9 @@ bool fm_options_init(void)
     parse_bool("FASTMM5_DISABLE_ASM", fm_os_getenv("FASTMM5_DISABLE_ASM"), &fm_options.disable_asm);
     parse_bool("FASTMM5_DISABLE_AVX2", fm_os_getenv("FASTMM5_DISABLE_AVX2"), &fm_kernels_avx2_disabled);
     parse_bool("FASTMM5_DEBUG", fm_os_getenv("FASTMM5_DEBUG"), &fm_options.debug_at_start);
-    parse_bool("FASTMM5_REPORT_LEAKS", fm_os_getenv("FASTMM5_REPORT_LEAKS"), &fm_options.report_leaks);
+    read_report_leaks();
+    read_leak_exit_code();
+    fm_options.suppressions = fm_os_getenv("FASTMM5_SUPPRESSIONS");
     read_stack_depth();
     read_erase();
     read_debug_options();
@@ -306,7 +336,8 @@ void fm_options_describe(int fd)
     fm_report_str(&r, fastmm_error_action() == FASTMM_ON_ERROR_CONTINUE ? "continue" : "abort");
     fm_report_str(&r, ", kernels: ");
     fm_report_str(&r, fm_kernels_name());
-    fm_report_str(&r, fm_options.report_leaks ? ", leak report at exit" : "");
+    fm_report_str(&r, fm_options.report_leaks_all ? ", leak report at exit (all blocks)"
+                      : fm_options.report_leaks ? ", leak report at exit" : "");
     fm_report_str(&r, ", memory limit ");
     if (fm_os_limit() == 0)
         fm_report_str(&r, "none");

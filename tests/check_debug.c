@@ -995,17 +995,26 @@ START_TEST(test_allocation_group)
 }
 END_TEST
 
-/* Allocation number of a live debug block, read from its leak report (0 if not reported). */
+/* Allocation number of a live debug block, read by the heap walk (0 if not found). */
+struct number_search {
+    const void *block;
+    uint32_t number;
+};
+
+static void find_number(const fastmm_block_info_t *b, void *arg)
+{
+    struct number_search *s = arg;
+    if (b->debug && b->address == s->block)
+        s->number = b->allocation_number;
+}
+
 static uint32_t allocation_number_of(const void *p)
 {
-    size_t before = evn();
-    fastmm_leak_check();
-    size_t after = evn();
-    REQUIRE(after - before <= EV_MAX, "too many leak events to record (%zu)", after - before);
-    for (size_t i = before; i < after; i++)
-        if (EV(i).type == FASTMM_EVENT_LEAK_DETAIL && EV(i).block == p)
-            return EV(i).number;
-    return 0;
+    struct number_search s = {p, 0};
+    fastmm_walk_options_t o = FASTMM_WALK_OPTIONS_INIT;
+    o.used_only = true;
+    fastmm_walk_blocks(find_number, &s, &o);
+    return s.number;
 }
 
 static volatile sig_atomic_t trap_count;
@@ -1522,103 +1531,6 @@ START_TEST(test_memory_bounded)
 END_TEST
 
 /* ------------------------------------------------------------------------------------------ */
-/* Leaks                                                                                        */
-/* ------------------------------------------------------------------------------------------ */
-
-static const size_t leak_sizes[] = {24, 3000, 100000, 700000, 1};
-#define N_LEAKS 5
-
-struct leak_seen {
-    int detail[N_LEAKS + 1];   /* detail events per block (index N_LEAKS: the normal block) */
-    int bad_detail;            /* a detail event for one of them with the wrong size/number */
-    int summaries;
-    int summary_last;          /* the summary was the last event of the check */
-    size_t details;            /* all detail events */
-};
-
-static size_t run_leak_check(void *const *blocks, const size_t *sizes, size_t nblocks, struct leak_seen *seen)
-{
-    memset(seen, 0, sizeof *seen);
-    size_t before = evn();
-    size_t count = fastmm_leak_check();
-    size_t after = evn();
-    REQUIRE(after - before <= EV_MAX, "too many leak events to record (%zu)", after - before);
-    for (size_t i = before; i < after; i++) {
-        if (EV(i).type == FASTMM_EVENT_LEAK_SUMMARY) {
-            seen->summaries++;
-            seen->summary_last = i == after - 1;
-            continue;
-        }
-        if (EV(i).type != FASTMM_EVENT_LEAK_DETAIL)
-            continue;
-        seen->details++;
-        for (size_t b = 0; b < nblocks; b++)
-            if (EV(i).block == blocks[b]) {
-                seen->detail[b]++;
-                int debug = b < N_LEAKS;
-                if (EV(i).size != sizes[b] || (debug ? EV(i).number == 0 : EV(i).number != 0))
-                    seen->bad_detail = 1;
-            }
-    }
-    return count;
-}
-
-/* Guards the leak check (facts 4.11) relative to whatever else is live in the process: with
- * five debug blocks (small, medium, large) and one normal block registered as expected leaks,
- * none of them is reported; unregistered, each is reported once as LEAK_DETAIL (debug blocks
- * with their requested size and allocation number, the normal one with number 0), the count
- * grows by exactly six, and one LEAK_SUMMARY closes each check. Leak events never abort: this
- * runs under FASTMM_ON_ERROR_ABORT. A freed block is no leak. */
-START_TEST(test_leak_check)
-{
-    void *blocks[N_LEAKS + 1];
-    size_t sizes[N_LEAKS + 1];
-    fastmm_debug_enter();
-    for (int i = 0; i < N_LEAKS; i++) {
-        blocks[i] = xmalloc(leak_sizes[i]);
-        sizes[i] = leak_sizes[i];
-    }
-    fastmm_debug_exit();
-    blocks[N_LEAKS] = xmalloc(100);
-    sizes[N_LEAKS] = fastmm_usable_size(blocks[N_LEAKS]);
-    fastmm_set_error_action(FASTMM_ON_ERROR_ABORT);
-    for (int i = 0; i <= N_LEAKS; i++)
-        ck_assert(fastmm_leak_register(blocks[i]));
-    ev_watch = blocks[0];
-
-    struct leak_seen reg, unreg, freed;
-    size_t with_registered = run_leak_check(blocks, sizes, N_LEAKS + 1, &reg);
-    for (int i = 0; i <= N_LEAKS; i++)
-        REQUIRE(fastmm_leak_unregister(blocks[i]), "fastmm_leak_unregister(block %d) failed", i);
-    size_t unregistered = run_leak_check(blocks, sizes, N_LEAKS + 1, &unreg);
-    REQUIRE(!fastmm_leak_unregister(blocks[0]), "fastmm_leak_unregister of an unregistered block succeeded");
-    for (int i = 0; i <= N_LEAKS; i++)
-        free(blocks[i]);
-    size_t after_free = run_leak_check(blocks, sizes, N_LEAKS + 1, &freed);
-    fastmm_set_error_action(FASTMM_ON_ERROR_CONTINUE);
-
-    for (int i = 0; i <= N_LEAKS; i++) {
-        ck_assert_msg(reg.detail[i] == 0, "registered block %d (%zu bytes) was reported", i, sizes[i]);
-        ck_assert_msg(unreg.detail[i] == 1, "unregistered block %d (%zu bytes) reported %d times", i, sizes[i],
-                      unreg.detail[i]);
-        ck_assert_msg(freed.detail[i] == 0, "freed block %d reported as a leak", i);
-    }
-    ck_assert_msg(!unreg.bad_detail, "a leak detail has the wrong size or allocation number");
-    ck_assert_msg(unregistered == with_registered + N_LEAKS + 1,
-                  "fastmm_leak_check() = %zu with the blocks registered, %zu unregistered (expected +%d)",
-                  with_registered, unregistered, N_LEAKS + 1);
-    ck_assert_msg(after_free + N_LEAKS + 1 == unregistered, "after freeing them: %zu, before %zu", after_free,
-                  unregistered);
-    ck_assert_uint_eq(unreg.details, unregistered);
-    ck_assert_msg(unreg.summaries == 1 && unreg.summary_last, "%d summaries (last event: %d)", unreg.summaries,
-                  unreg.summary_last);
-    ck_assert_int_eq(reg.summaries, with_registered > 0 ? 1 : 0);
-    ck_assert_msg(strstr(watch_text, "Allocated by thread") != NULL,
-                  "the leak report of a debug block lacks its allocation details: \"%.1500s\"", watch_text);
-}
-END_TEST
-
-/* ------------------------------------------------------------------------------------------ */
 
 
 /* Guards FastMM5's erase modes (facts 4.10): erase-allocated fills the whole usable area of a
@@ -1706,7 +1618,6 @@ Suite *suite_debug(void)
     tcase_add_test(tc, test_options_roundtrip);
     tcase_add_test(tc, test_blocks_cross_mode_changes);
     tcase_add_test(tc, test_nesting_under_threads);
-    tcase_add_test(tc, test_leak_check);
     tcase_add_test(tc, test_memory_bounded);
     tcase_add_test(tc, test_erase_modes);
     suite_add_tcase(s, tc);
