@@ -264,9 +264,12 @@ static void report_block(fm_report_t *r, const debug_header_t *h, bool header_tr
     fm_report_dump(r, user, dump);
 }
 
-/* Takes the report lock and writes the first lines every block event shares. */
+/* Takes the report lock and writes the first lines every block event shares: the event, the
+ * call that found it and that call's stack (captured before the lock is taken). */
 static void begin_block_report(fm_report_t *r, fastmm_event_type_t type, const char *operation)
 {
+    fm_stack_current_t current;
+    fm_stack_capture_current(&current);
     fm_report_begin(r);
     fm_report_str(r, "libfastmm5: ");
     fm_report_str(r, event_name(type));
@@ -274,6 +277,7 @@ static void begin_block_report(fm_report_t *r, fastmm_event_type_t type, const c
     fm_report_str(r, operation);
     fm_report_str(r, ", thread ");
     fm_report_dec(r, fm_os_thread_id());
+    fm_stack_report_current(r, &current);
 }
 
 static void raise_block_event(fastmm_event_type_t type, const debug_header_t *h, const char *operation)

@@ -147,6 +147,8 @@ void fm_event_raise(fastmm_event_type_t type, const void *block, size_t size, ui
 
 void fm_event_invalid_pointer(const char *operation, const void *p, const char *why)
 {
+    fm_stack_current_t current;
+    fm_stack_capture_current(&current);
     fm_report_t r;
     fm_report_begin(&r);
     fm_report_str(&r, "libfastmm5: invalid pointer passed to ");
@@ -158,6 +160,7 @@ void fm_event_invalid_pointer(const char *operation, const void *p, const char *
     fm_report_str(&r, ".\nThread: ");
     fm_report_dec(&r, fm_os_thread_id());
     fm_report_str(&r, ". The operation was refused; the heap is unchanged.");
+    fm_stack_report_current(&r, &current);
     fm_event_raise(FASTMM_EVENT_INVALID_POINTER, p, 0, 0, &r);
 }
 

@@ -312,6 +312,14 @@ extern uint64_t fm_start_ms; /* coarse time at start-up (init.c); debug blocks' 
 void fm_stack_init(void);
 void fm_stack_capture(uintptr_t *out, unsigned depth);
 void fm_stack_format(fm_report_t *r, const uintptr_t *trace, unsigned depth);
+/* The current call's stack, captured before a report's lock is taken, printed inside it. */
+#define FM_STACK_CURRENT_DEPTH 20u
+typedef struct fm_stack_current {
+    uintptr_t trace[64];
+    unsigned depth;
+} fm_stack_current_t;
+void fm_stack_capture_current(fm_stack_current_t *cur);
+void fm_stack_report_current(fm_report_t *r, const fm_stack_current_t *cur);
 
 /* ---- debug.c: FastMM5's debug mode ---- */
 #define FM_DEBUG_FILL_ALLOCATED 0x90

@@ -21,25 +21,31 @@ static __thread bool capturing __attribute__((tls_model("initial-exec")));
 static fastmm_stack_capture_t capture_hook;
 static fastmm_stack_format_t format_hook;
 
-/* Frames inside libfastmm5 are not the caller's business: find our executable segment once. */
+/* Frames inside libfastmm5 are not the caller's business. The library has more than one
+ * executable segment (lib/seldom-text.ld puts the seldom-used code in its own), so the range
+ * kept is from the start of the first to the end of the last: whatever lies between them
+ * belongs to the library too. */
 static int find_own_text(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
-    uintptr_t probe = (uintptr_t)arg;
+    uintptr_t probe = (uintptr_t)arg, lo = UINTPTR_MAX, hi = 0;
+    bool ours = false;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
             continue;
         uintptr_t start = info->dlpi_addr + ph->p_vaddr, end = start + ph->p_memsz;
-        if (probe >= start && probe < end) {
-            /* Threads may find it at the same time (capture runs it lazily): the same values,
-             * stored atomically, the end last (it says whether the range is known). */
-            fm_store_relaxed(&own_text_start, start);
-            fm_store_release(&own_text_end, end);
-            return 1;
-        }
+        lo = start < lo ? start : lo;
+        hi = end > hi ? end : hi;
+        ours |= probe >= start && probe < end;
     }
-    return 0;
+    if (!ours)
+        return 0;
+    /* Threads may find it at the same time (capture runs it lazily): the same values, stored
+     * atomically, the end last (it says whether the range is known). */
+    fm_store_relaxed(&own_text_start, lo);
+    fm_store_release(&own_text_end, hi);
+    return 1;
 }
 
 void fm_stack_init(void) { dl_iterate_phdr(find_own_text, (void *)(uintptr_t)&fm_stack_init); }
@@ -120,6 +126,22 @@ void fm_stack_format(fm_report_t *r, const uintptr_t *trace, unsigned depth)
     }
     if (shown == 0)
         fm_report_str(r, "\n    (no stack trace recorded: FASTMM5_STACK_DEPTH=0?)");
+}
+
+/* The stack of the call that detected a problem, for the report about it (FastMM5 and
+ * Valgrind show it first). It is captured at report time only, so its depth is the configured
+ * one, or the default where stored traces are off. */
+void fm_stack_capture_current(fm_stack_current_t *cur)
+{
+    unsigned depth = fastmm_debug_stack_depth();
+    cur->depth = depth != 0 ? depth : FM_STACK_CURRENT_DEPTH;
+    fm_stack_capture(cur->trace, cur->depth);
+}
+
+void fm_stack_report_current(fm_report_t *r, const fm_stack_current_t *cur)
+{
+    fm_report_str(r, "\nStack trace of the call:");
+    fm_stack_format(r, cur->trace, cur->depth);
 }
 
 FM_EXPORT void fastmm_set_stack_trace_hooks(fastmm_stack_capture_t capture, fastmm_stack_format_t format)
