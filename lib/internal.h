@@ -319,6 +319,12 @@ typedef struct fm_stack_current {
     unsigned depth;
 } fm_stack_current_t;
 void fm_stack_capture_current(fm_stack_current_t *cur);
+
+/* ---- unwind.c (x86-64) ---- */
+#if defined(__x86_64__) && defined(__linux__)
+#define FM_HAVE_FAST_UNWIND 1
+unsigned fm_unwind_capture(uintptr_t *out, unsigned max, uintptr_t own_lo, uintptr_t own_hi);
+#endif
 void fm_stack_report_current(fm_report_t *r, const fm_stack_current_t *cur);
 
 /* ---- debug.c: FastMM5's debug mode ---- */

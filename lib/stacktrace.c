@@ -50,6 +50,7 @@ static int find_own_text(struct dl_phdr_info *info, size_t size, void *arg)
 
 void fm_stack_init(void) { dl_iterate_phdr(find_own_text, (void *)(uintptr_t)&fm_stack_init); }
 
+#ifndef FM_HAVE_FAST_UNWIND
 typedef struct capture_state {
     uintptr_t *out;
     unsigned max, n;
@@ -66,6 +67,7 @@ static _Unwind_Reason_Code on_frame(struct _Unwind_Context *ctx, void *arg)
     c->out[c->n++] = ip;
     return c->n < c->max ? _URC_NO_REASON : _URC_END_OF_STACK;
 }
+#endif
 
 /* Fills exactly `depth` entries; unused ones are 0. */
 void fm_stack_capture(uintptr_t *out, unsigned depth)
@@ -81,8 +83,12 @@ void fm_stack_capture(uintptr_t *out, unsigned depth)
     if (hook != NULL) {
         hook(out, depth);
     } else {
+#ifdef FM_HAVE_FAST_UNWIND
+        (void)fm_unwind_capture(out, depth, fm_load_relaxed(&own_text_start), fm_load_relaxed(&own_text_end));
+#else
         capture_state_t c = {out, depth, 0};
         _Unwind_Backtrace(on_frame, &c);
+#endif
     }
     capturing = false;
 }

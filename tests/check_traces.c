@@ -11,11 +11,15 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <execinfo.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check_suites.h"
@@ -117,6 +121,25 @@ static struct found traces_of(const void *p, int freed)
     return f;
 }
 
+static uintptr_t *full_out;
+static const void *full_block;
+
+static void copy_trace(const fastmm_block_info_t *b, void *user)
+{
+    (void)user;
+    if (b->address == full_block && b->debug && b->allocation_stack != NULL)
+        for (unsigned i = 0; i < b->stack_depth && i < 20; i++)
+            full_out[i] = b->allocation_stack[i];
+}
+
+/* The first 20 entries of p's allocation trace. */
+static void full_trace_of(const void *p, uintptr_t *out)
+{
+    full_out = out;
+    full_block = p;
+    fastmm_walk_blocks(copy_trace, NULL, NULL);
+}
+
 static void expect_allocated_by(void *p, void *fn, const char *name)
 {
     REQUIRE(p != NULL, "%s returned NULL", name);
@@ -205,6 +228,119 @@ START_TEST(test_trace_free)
 }
 END_TEST
 
+/* A block allocated, and glibc's backtrace() (libgcc's unwinder) taken, in the same function. */
+static uintptr_t bt_trace[64];
+static int bt_frames;
+
+NOINLINE static void *alloc_and_backtrace(void)
+{
+    void *p = malloc(24);
+    void *bt[64];
+    bt_frames = backtrace(bt, 64);
+    for (int i = 0; i < bt_frames; i++)
+        bt_trace[i] = (uintptr_t)bt[i];
+    sink = p;
+    return p;
+}
+
+/* The allocation trace of p (from alloc_and_backtrace) holds the same callers as backtrace():
+ * frame 0 differs (the calls to malloc and to backtrace), the rest must not. */
+static void expect_same_as_backtrace(void *p, const char *where)
+{
+    struct found f = traces_of(p, 0);
+    REQUIRE(f.seen, "%s: block not found", where);
+    uintptr_t trace[20];
+    memset(trace, 0, sizeof trace);
+    full_trace_of(p, trace);
+    REQUIRE(bt_frames > 1, "%s: backtrace() found %d frames", where, bt_frames);
+    REQUIRE(inside(trace[0], (void *)alloc_and_backtrace), "%s: frame 0 at %#lx is not the caller's", where,
+            (unsigned long)trace[0]);
+    for (int i = 1; i < 20 && i < bt_frames; i++)
+        REQUIRE(trace[i] == bt_trace[i], "%s: frame %d is %#lx, backtrace() says %#lx", where, i,
+                (unsigned long)trace[i], (unsigned long)bt_trace[i]);
+}
+
+NOINLINE static void *chain(int depth)
+{
+    void *p = depth > 0 ? chain(depth - 1) : alloc_and_backtrace();
+    sink = p;
+    return p;
+}
+
+/* Deeper than the stored depth, through the frames of the test runner, libcheck and libc. */
+START_TEST(test_trace_matches_backtrace)
+{
+    char where[32];
+    for (int depth = 0; depth < 40; depth += 7) {
+        snprintf(where, sizeof where, "chain(%d)", depth);
+        void *p = chain(depth);
+        expect_same_as_backtrace(p, where);
+        free(p);
+    }
+}
+END_TEST
+
+static void *volatile in_handler;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    in_handler = alloc_and_backtrace();
+}
+
+NOINLINE static void raise_signal(int depth)
+{
+    if (depth > 0)
+        raise_signal(depth - 1);
+    else
+        raise(SIGUSR1);
+    sink = NULL;
+}
+
+/* From a signal handler: the walk meets the kernel's signal frame, and goes on past it. */
+START_TEST(test_trace_signal_frame)
+{
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGUSR1, &sa, &old);
+    raise_signal(3);
+    sigaction(SIGUSR1, &old, NULL);
+    REQUIRE(in_handler != NULL, "the handler did not run");
+    REQUIRE(bt_frames > 8, "backtrace() in the handler found only %d frames", bt_frames);
+    expect_same_as_backtrace(in_handler, "signal handler");
+    free(in_handler);
+}
+END_TEST
+
+static void *thread_chain(void *arg)
+{
+    (void)arg;
+    void *p = chain(5);
+    expect_same_as_backtrace(p, "thread");
+    free(p);
+    return NULL;
+}
+
+/* In another thread (another stack), and in a child of fork. */
+START_TEST(test_trace_thread_and_fork)
+{
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, thread_chain, NULL), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        void *p = chain(5);
+        struct found f = traces_of(p, 0);
+        _exit(f.seen && inside(f.allocation_first, (void *)alloc_and_backtrace) ? 0 : 1);
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child of fork got a wrong trace");
+}
+END_TEST
+
 static char report[32768];
 
 static void record_report(const fastmm_event_t *e, void *user)
@@ -279,6 +415,9 @@ Suite *suite_traces(void)
     tcase_add_test(tc, test_trace_realloc);
     tcase_add_test(tc, test_trace_free);
     tcase_add_test(tc, test_trace_current_call);
+    tcase_add_test(tc, test_trace_matches_backtrace);
+    tcase_add_test(tc, test_trace_signal_frame);
+    tcase_add_test(tc, test_trace_thread_and_fork);
     suite_add_tcase(s, tc);
     return s;
 }
