@@ -68,6 +68,7 @@ static bool lock_small_managers_or_give_up(void)
 
 static void before_fork(void)
 {
+    fm_unwind_fork_prepare(); /* first: it waits for walks, which take none of the locks below */
     fm_walk_fork_lock();
     fm_leaks_fork_lock();
     fm_debug_fork_lock();
@@ -86,6 +87,7 @@ static void before_fork(void)
 
 static void unlock_all(void)
 {
+    fm_unwind_fork_done();
     fm_event_unlock();
     fm_tcache_fork_unlock();
     fm_large_unlock_all();

@@ -320,7 +320,14 @@ typedef struct fm_stack_current {
 } fm_stack_current_t;
 void fm_stack_capture_current(fm_stack_current_t *cur);
 
+/* ---- symbolize.c ---- */
+/* The function (NAME+0xOFFSET) and FILE:LINE of a return address, "-" where unknown; false if
+ * no symbolizer answered (none built, none installed, or it failed). */
+bool fm_symbolize(uintptr_t address, char *name, size_t name_cap, char *where, size_t where_cap);
+
 /* ---- unwind.c (x86-64) ---- */
+void fm_unwind_fork_prepare(void); /* no walk inside the dynamic loader across a fork */
+void fm_unwind_fork_done(void);
 #if defined(__x86_64__) && defined(__linux__)
 #define FM_HAVE_FAST_UNWIND 1
 unsigned fm_unwind_capture(uintptr_t *out, unsigned max, uintptr_t own_lo, uintptr_t own_hi);

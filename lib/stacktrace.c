@@ -1,8 +1,10 @@
 /*
- * stacktrace.c - stack traces for debug blocks: captured with the unwinder of libgcc
+ * stacktrace.c - stack traces for debug blocks: captured on x86-64 by lib/unwind.c (unwind
+ * rules read from .eh_frame once per address), elsewhere with the unwinder of libgcc
  * (_Unwind_Backtrace, which reads the .eh_frame tables every object has, so it works in code
- * built without frame pointers; linked in statically, see configure.ac) and symbolized with
- * dladdr as function+offset (object file).
+ * built without frame pointers; linked in statically, see configure.ac), and symbolized with
+ * the helper program fastmm5-symbolize where it is built (lib/symbolize.c: names from .symtab,
+ * demangled, and file:line), else with dladdr as function+offset (object file).
  *
  * Neither step allocates from this heap in the usual case; a thread that re-enters the allocator
  * while capturing (the unwinder's first use can) gets an empty trace instead of recursing.
@@ -113,7 +115,25 @@ void fm_stack_format(fm_report_t *r, const uintptr_t *trace, unsigned depth)
         }
         Dl_info info;
         /* a return address points after the call: look up the call itself */
-        if (dladdr((void *)(trace[i] - 1), &info) == 0)
+        bool known = dladdr((void *)(trace[i] - 1), &info) != 0;
+        char name[256], where[256];
+        if (fm_symbolize(trace[i], name, sizeof name, where, sizeof where)) {
+            if (name[0] != '-' || name[1] != '\0') {
+                fm_report_str(r, " ");
+                fm_report_str(r, name);
+            }
+            if (known && info.dli_fname != NULL) {
+                fm_report_str(r, " (");
+                fm_report_str(r, info.dli_fname);
+                fm_report_str(r, ")");
+            }
+            if (where[0] != '-' || where[1] != '\0') {
+                fm_report_str(r, " at ");
+                fm_report_str(r, where);
+            }
+            continue;
+        }
+        if (!known)
             continue;
         if (info.dli_sname != NULL) {
             fm_report_str(r, " ");

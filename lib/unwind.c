@@ -46,6 +46,37 @@ enum { RULE_END = 0, RULE_RSP = 1, RULE_RBP = 2, RULE_OTHER = 3 };
 static uint64_t *table;
 static unsigned long seen_subs;
 
+/*
+ * dl_iterate_phdr holds the dynamic loader's lock while it runs, and a child of fork inherits
+ * that lock as it was: held forever if another thread was inside at the fork. (libgcc's
+ * unwinder uses _dl_find_object, which takes no lock.) So the fork handler (lib/init.c) raises
+ * fork_pending and waits until no walk is inside; a walk that finds it raised skips the call:
+ * no unload check for that trace, and a frame whose rule it would have to read goes to libgcc.
+ * Dekker's order on both sides: announce (inside, or pending), then look at the other.
+ */
+static unsigned inside_loader;
+static bool fork_pending;
+
+static bool loader_enter(void)
+{
+    __atomic_add_fetch(&inside_loader, 1, __ATOMIC_SEQ_CST);
+    if (!__atomic_load_n(&fork_pending, __ATOMIC_SEQ_CST))
+        return true;
+    __atomic_sub_fetch(&inside_loader, 1, __ATOMIC_SEQ_CST);
+    return false;
+}
+
+static void loader_leave(void) { __atomic_sub_fetch(&inside_loader, 1, __ATOMIC_SEQ_CST); }
+
+FM_EVERY_PROCESS void fm_unwind_fork_prepare(void)
+{
+    __atomic_store_n(&fork_pending, true, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&inside_loader, __ATOMIC_SEQ_CST) != 0)
+        fm_os_yield();
+}
+
+FM_EVERY_PROCESS void fm_unwind_fork_done(void) { __atomic_store_n(&fork_pending, false, __ATOMIC_SEQ_CST); }
+
 static __thread struct {
     uintptr_t lo, hi; /* the mapping that holds this thread's stack */
 } stack_range __attribute__((tls_model("initial-exec")));
@@ -317,11 +348,16 @@ static int find_object(struct dl_phdr_info *info, size_t size, void *arg)
     return 1;
 }
 
-/* The rule at pc, read from its object's unwind tables. */
+/* The rule at pc, read from its object's unwind tables; RULE_UNKNOWN while a fork is pending. */
+#define RULE_UNKNOWN UINT32_MAX
 static uint32_t compute_rule(uintptr_t pc)
 {
     object_tables_t o = {pc, NULL};
-    if (dl_iterate_phdr(find_object, &o) == 0 || o.hdr == NULL)
+    if (!loader_enter())
+        return RULE_UNKNOWN;
+    int found = dl_iterate_phdr(find_object, &o);
+    loader_leave();
+    if (found == 0 || o.hdr == NULL)
         return RULE_OTHER;
     const uint8_t *hdr = o.hdr;
     /* version 1; the binary-search table as GNU ld writes it: 4-byte count, then pairs of
@@ -452,11 +488,15 @@ static int read_subs(struct dl_phdr_info *info, size_t size, void *arg)
     return 1; /* the counters are the same in every object's record */
 }
 
-/* Empties the table if an object was unloaded since the last look; returns the unload count. */
+/* Empties the table if an object was unloaded since the last look; returns the unload count
+ * (the last one seen while a fork is pending). */
 static unsigned long forget_unloaded(uint64_t *t)
 {
     unsigned long long subs = 0;
+    if (!loader_enter())
+        return fm_load_relaxed(&seen_subs);
     dl_iterate_phdr(read_subs, &subs);
+    loader_leave();
     if (subs != fm_load_relaxed(&seen_subs)) {
         for (unsigned i = 0; i < TABLE_SLOTS; i++)
             fm_store_relaxed(&t[i], 0);
@@ -475,6 +515,8 @@ FM_INLINE unsigned slot_of(uintptr_t pc)
 __attribute__((noinline)) static uint32_t learn_rule(uint64_t *t, uintptr_t pc, unsigned s)
 {
     uint32_t rule = compute_rule(pc);
+    if (rule == RULE_UNKNOWN)
+        return RULE_OTHER; /* not kept: libgcc's unwinder takes this trace over */
     uint64_t word = pc | (uint64_t)rule << PC_BITS;
     for (unsigned i = 0; i < PROBES; i++) {
         uint64_t expected = 0;
@@ -653,5 +695,10 @@ libgcc:
     _Unwind_Backtrace(resume_frame, &c);
     return c.n;
 }
+
+#else
+
+FM_EVERY_PROCESS void fm_unwind_fork_prepare(void) {}
+FM_EVERY_PROCESS void fm_unwind_fork_done(void) {}
 
 #endif

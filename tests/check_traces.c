@@ -22,6 +22,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <config.h>
+
 #include "check_suites.h"
 
 /* Longer than any of the callers below compiles to, on every target and optimisation level. */
@@ -75,6 +77,7 @@ NOINLINE static void call_free(void *p)
 }
 
 /* A second free of p: the report it raises must show this function's stack first. */
+enum { FREE_AGAIN_LINE = __LINE__ + 3 }; /* the line of the free below */
 NOINLINE static void call_free_again(void *p)
 {
     free(p);
@@ -403,6 +406,46 @@ START_TEST(test_trace_current_call)
 }
 END_TEST
 
+/* With the symbolizer built here (FM_TEST_SYMBOLIZER, set by make check), a report names the
+ * static function of this program that made the call (no -rdynamic: only .symtab has it) and
+ * the file and line of the call. */
+START_TEST(test_trace_file_and_line)
+{
+#ifdef FASTMM5_HAVE_SYMBOLIZER
+    const char *helper = getenv("FM_TEST_SYMBOLIZER");
+    if (helper == NULL || access(helper, X_OK) != 0)
+        return; /* run outside make check */
+    setenv("FASTMM5_SYMBOLIZER", helper, 1);
+    fastmm_set_event_handler(record_report, NULL);
+    fastmm_set_error_action(FASTMM_ON_ERROR_CONTINUE);
+    void *p = malloc(200);
+    void *keep = malloc(200);
+    call_free(p);
+    int saved = dup(2), null = open("/dev/null", O_WRONLY);
+    dup2(null, 2);
+    call_free_again(p);
+    dup2(saved, 2);
+    close(saved);
+    close(null);
+    setenv("FASTMM5_SYMBOLIZER", "none", 1);
+    char want[64];
+    snprintf(want, sizeof want, "check_traces.c:%d", (int)FREE_AGAIN_LINE);
+    const char *current = strstr(report, "Stack trace of the call:");
+    REQUIRE(current != NULL, "no current stack in the report: \"%.1500s\"", report);
+    const char *first_line = strstr(current, "\n    0x");
+    const char *end = first_line != NULL ? strchr(first_line + 1, '\n') : NULL;
+    REQUIRE(first_line != NULL && end != NULL, "no frame under the current stack: \"%.1500s\"", report);
+    char line[512];
+    snprintf(line, sizeof line, "%.*s", (int)(end - first_line - 1), first_line + 1);
+    REQUIRE(strstr(line, "call_free_again+0x") != NULL, "the first frame does not name call_free_again: \"%s\"",
+            line);
+    REQUIRE(strstr(line, want) != NULL, "the first frame does not say %s: \"%s\"", want, line);
+    REQUIRE(strstr(report, "call_free+0x") != NULL, "the free trace does not name call_free: \"%.1500s\"", report);
+    free(keep);
+#endif
+}
+END_TEST
+
 Suite *suite_traces(void)
 {
     Suite *s = suite_create("traces");
@@ -418,6 +461,7 @@ Suite *suite_traces(void)
     tcase_add_test(tc, test_trace_matches_backtrace);
     tcase_add_test(tc, test_trace_signal_frame);
     tcase_add_test(tc, test_trace_thread_and_fork);
+    tcase_add_test(tc, test_trace_file_and_line);
     suite_add_tcase(s, tc);
     return s;
 }
