@@ -406,6 +406,24 @@ START_TEST(test_trace_current_call)
 }
 END_TEST
 
+/* After objects were loaded and unloaded (the capture's rule table is emptied then), in a
+ * chain deep enough to pass frames whose rules were kept before. */
+START_TEST(test_trace_after_dlclose)
+{
+    void *p = chain(12);
+    expect_same_as_backtrace(p, "before dlopen");
+    free(p);
+    void *lib = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL)
+        lib = dlopen("libm.so.6", RTLD_NOW | RTLD_LOCAL);
+    REQUIRE(lib != NULL, "no library to dlopen: %s", dlerror());
+    dlclose(lib);
+    p = chain(12);
+    expect_same_as_backtrace(p, "after dlclose");
+    free(p);
+}
+END_TEST
+
 /* With the symbolizer built here (FM_TEST_SYMBOLIZER, set by make check), a report names the
  * static function of this program that made the call (no -rdynamic: only .symtab has it) and
  * the file and line of the call. */
@@ -461,6 +479,7 @@ Suite *suite_traces(void)
     tcase_add_test(tc, test_trace_matches_backtrace);
     tcase_add_test(tc, test_trace_signal_frame);
     tcase_add_test(tc, test_trace_thread_and_fork);
+    tcase_add_test(tc, test_trace_after_dlclose);
     tcase_add_test(tc, test_trace_file_and_line);
     suite_add_tcase(s, tc);
     return s;
