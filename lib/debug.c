@@ -84,7 +84,33 @@ static uint32_t xor_words(const unsigned char *b, size_t bytes)
         memcpy(&w, b + off, 8);
         sum ^= w;
     }
-    return 0xffffffffu ^ (uint32_t)sum ^ (uint32_t)(sum >> 32);
+    return (uint32_t)sum ^ (uint32_t)(sum >> 32);
+}
+
+/* The same xor of 32-bit words over one trace in the footer (unaligned; depth words). */
+static uint32_t xor_trace_at(const unsigned char *b, unsigned depth)
+{
+    uintptr_t sum = 0;
+    for (unsigned i = 0; i < depth; i++) {
+        uintptr_t w;
+        memcpy(&w, b + i * sizeof w, sizeof w);
+        sum ^= w;
+    }
+    return (uint32_t)sum ^ (uint32_t)((uint64_t)sum >> 32);
+}
+
+/* Copies a captured trace into the footer and returns the xor of its 32-bit words: the footer's
+ * sum comes from the words in hand, not from loads of the unaligned footer just written (they
+ * waited for the stores). Word by word: the compiler's inline copy of a variable length was a
+ * rep movsq, slow to start for 20 words. */
+static uint32_t store_trace(unsigned char *to, const uintptr_t *trace, unsigned depth)
+{
+    uintptr_t sum = 0;
+    for (unsigned i = 0; i < depth; i++) {
+        memcpy(to + i * sizeof sum, &trace[i], sizeof sum);
+        sum ^= trace[i];
+    }
+    return (uint32_t)sum ^ (uint32_t)((uint64_t)sum >> 32);
 }
 
 #define HEADER_SUM_START (offsetof(debug_header_t, header_checksum) + 4)
@@ -122,9 +148,9 @@ static uint32_t header_checksum(const debug_header_t *h)
  * in memory is the first one an off-by-one write hits, most often with a string's terminating
  * 0: it is never 0, so that overrun is always caught (any other value, or a 0 there by chance
  * in 1 of 256 blocks, could match the byte it overwrites). */
-static uint32_t footer_checksum(const debug_header_t *h)
+static uint32_t footer_sum(uint32_t traces_xor)
 {
-    uint32_t sum = xor_words(footer_of(h) + 4, 2u * h->stack_depth * sizeof(uintptr_t));
+    uint32_t sum = 0xffffffffu ^ traces_xor;
     unsigned char first;
     memcpy(&first, &sum, 1);
     if (first == 0) {
@@ -134,12 +160,21 @@ static uint32_t footer_checksum(const debug_header_t *h)
     return sum;
 }
 
-static void set_checksums(debug_header_t *h)
+/* The xor of the words of both traces as they are in the footer. */
+static uint32_t footer_traces_xor(const debug_header_t *h)
+{
+    return xor_words(footer_of(h) + 4, 2u * h->stack_depth * sizeof(uintptr_t));
+}
+
+/* traces_xor: the xor of both traces' words (footer_traces_xor, or xor_trace of each). */
+static void set_checksums_of(debug_header_t *h, uint32_t traces_xor)
 {
     h->header_checksum = header_checksum(h);
-    uint32_t f = footer_checksum(h);
+    uint32_t f = footer_sum(traces_xor);
     memcpy(footer_of(h), &f, 4);
 }
+
+static void set_checksums(debug_header_t *h) { set_checksums_of(h, footer_traces_xor(h)); }
 
 static bool header_ok(const debug_header_t *h)
 {
@@ -147,11 +182,19 @@ static bool header_ok(const debug_header_t *h)
            (h->flags == FLAGS_IN_USE || h->flags == FLAGS_FREED);
 }
 
-static bool footer_ok(const debug_header_t *h)
+/* traces_xor: footer_traces_xor(h), which the check computes, for a caller that updates it */
+static bool footer_ok_xor(const debug_header_t *h, uint32_t *traces_xor)
 {
     uint32_t stored;
     memcpy(&stored, footer_of(h), 4);
-    return stored == footer_checksum(h);
+    *traces_xor = footer_traces_xor(h);
+    return stored == footer_sum(*traces_xor);
+}
+
+static bool footer_ok(const debug_header_t *h)
+{
+    uint32_t unused;
+    return footer_ok_xor(h, &unused);
 }
 
 /* The outer block's flag word (small/medium/large alike: the two bytes before it). */
@@ -268,9 +311,12 @@ static void report_block(fm_report_t *r, const debug_header_t *h, bool header_tr
     fm_report_dump(r, user, dump);
 }
 
-/* Takes the report lock and writes the first lines every block event shares. */
+/* Takes the report lock and writes the first lines every block event shares: the event, the
+ * call that found it and that call's stack (captured before the lock is taken). */
 static void begin_block_report(fm_report_t *r, fastmm_event_type_t type, const char *operation)
 {
+    fm_stack_current_t current;
+    fm_stack_capture_current(&current);
     fm_report_begin(r);
     fm_report_str(r, "libfastmm5: ");
     fm_report_str(r, event_name(type));
@@ -278,6 +324,7 @@ static void begin_block_report(fm_report_t *r, fastmm_event_type_t type, const c
     fm_report_str(r, operation);
     fm_report_str(r, ", thread ");
     fm_report_dec(r, fm_os_thread_id());
+    fm_stack_report_current(r, &current);
 }
 
 static void raise_block_event(fastmm_event_type_t type, const debug_header_t *h, const char *operation)
@@ -443,10 +490,10 @@ static void *init_block(char *outer, size_t size, unsigned depth, int fill)
     h->flags = FLAGS_IN_USE;
     uintptr_t trace[MAX_DEPTH];
     fm_stack_capture(trace, depth);
-    memcpy(trace_at(h, false), trace, depth * sizeof(uintptr_t));
+    uint32_t traces_xor = store_trace(trace_at(h, false), trace, depth);
     memset(trace_at(h, true), 0, depth * sizeof(uintptr_t));
     memset(footer_of(h) + footer_size(depth) - 4, 0, 4);
-    set_checksums(h);
+    set_checksums_of(h, traces_xor); /* the free trace is all zeros */
     if (fill == FILL_ALLOCATED && prefilled.outer == outer && prefilled.from < size) {
         /* the reuse check left [from, to) holding the fill: only the rest is written */
         size_t to = prefilled.to < size ? prefilled.to : size;
@@ -647,13 +694,14 @@ static bool report_freed_large(fastmm_event_type_t type, const void *p, const ch
 
 /* ---- free ---- */
 
-static bool verify_live(const debug_header_t *h, const char *operation)
+/* traces_xor: the xor of the footer's trace words, as checked (footer_ok_xor). */
+static bool verify_live(const debug_header_t *h, const char *operation, uint32_t *traces_xor)
 {
     if (!header_ok(h) || h->flags != FLAGS_IN_USE) {
         raise_block_event(FASTMM_EVENT_HEADER_CORRUPTION, h, operation);
         return false;
     }
-    if (!footer_ok(h)) {
+    if (!footer_ok_xor(h, traces_xor)) {
         raise_block_event(FASTMM_EVENT_FOOTER_CORRUPTION, h, operation);
         return false;
     }
@@ -664,7 +712,8 @@ static bool verify_live(const debug_header_t *h, const char *operation)
 static void free_debug_block(void *p, fm_block_ref_t ref, const char *operation)
 {
     debug_header_t *h = header_of(p);
-    if (!verify_live(h, operation))
+    uint32_t traces_xor;
+    if (!verify_live(h, operation, &traces_xor))
         return; /* quarantined: never freed, reused or merged */
     fm_track_free(p, h->user_size, false, true); /* the debug checks read the freed contents */
     /* While the block is rewritten, a concurrent scan sees no DEBUG_INFO and leaves it alone. */
@@ -673,7 +722,9 @@ static void free_debug_block(void *p, fm_block_ref_t ref, const char *operation)
     h->freed_by_thread = fm_os_thread_id();
     uintptr_t trace[MAX_DEPTH];
     fm_stack_capture(trace, h->stack_depth);
-    memcpy(trace_at(h, true), trace, h->stack_depth * sizeof(uintptr_t));
+    /* the checked sum with the free trace's words (zeros in a block in use) replaced */
+    traces_xor ^= xor_trace_at(trace_at(h, true), h->stack_depth);
+    traces_xor ^= store_trace(trace_at(h, true), trace, h->stack_depth);
     memcpy(&h->previous_first_word, p, h->user_size >= sizeof(uintptr_t) ? sizeof(uintptr_t) : 0);
     unsigned char *u = p;
     size_t n = h->user_size;
@@ -685,7 +736,7 @@ static void free_debug_block(void *p, fm_block_ref_t ref, const char *operation)
     }
     fm_fill(u, FILL_FREED, n);
     h->flags = FLAGS_FREED;
-    set_checksums(h);
+    set_checksums_of(h, traces_xor);
     set_debug_info(h);
     if (ref.kind == FM_BLOCK_LARGE)
         remember_freed_large(h);
@@ -855,7 +906,8 @@ void fm_debug_free_or_report(void *p, fm_block_ref_t plain_ref)
 static void *realloc_debug_block(void *p, fm_block_ref_t outer, size_t size)
 {
     debug_header_t *h = header_of(p);
-    if (!verify_live(h, "realloc")) {
+    uint32_t traces_xor;
+    if (!verify_live(h, "realloc", &traces_xor)) {
         errno = EINVAL;
         return NULL;
     }

@@ -188,6 +188,8 @@ void fm_event_exit_check(bool on) { fm_store_relaxed(&at_exit, on); }
 
 void fm_event_invalid_pointer(const char *operation, const void *p, const char *why)
 {
+    fm_stack_current_t current;
+    fm_stack_capture_current(&current);
     fm_report_t r;
     fm_report_begin(&r);
     fm_report_str(&r, "libfastmm5: invalid pointer passed to ");
@@ -199,6 +201,7 @@ void fm_event_invalid_pointer(const char *operation, const void *p, const char *
     fm_report_str(&r, ".\nThread: ");
     fm_report_dec(&r, fm_os_thread_id());
     fm_report_str(&r, ". The operation was refused; the heap is unchanged.");
+    fm_stack_report_current(&r, &current);
     fm_event_raise(FASTMM_EVENT_INVALID_POINTER, p, 0, 0, &r);
 }
 

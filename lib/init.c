@@ -100,6 +100,7 @@ static bool process_has_one_thread(void)
 
 static void lock_all(void)
 {
+    fm_unwind_fork_prepare(); /* first: it waits for walks, which take none of the locks below */
     fm_walk_fork_lock();
     fm_leaks_fork_lock();
     fm_debug_fork_lock();
@@ -130,6 +131,7 @@ static void before_fork(void)
 static void unlock_all(void)
 {
     fm_track_fork_unlock();
+    fm_unwind_fork_done();
     fm_event_unlock();
     fm_tcache_fork_unlock();
     fm_large_unlock_all();

@@ -343,6 +343,27 @@ void fm_delete_slow(void *p, size_t size, size_t alignment, unsigned how);
 void fm_stack_init(void);
 void fm_stack_capture(uintptr_t *out, unsigned depth);
 void fm_stack_format(fm_report_t *r, const uintptr_t *trace, unsigned depth);
+/* The current call's stack, captured before a report's lock is taken, printed inside it. */
+#define FM_STACK_CURRENT_DEPTH 20u
+typedef struct fm_stack_current {
+    uintptr_t trace[64];
+    unsigned depth;
+} fm_stack_current_t;
+void fm_stack_capture_current(fm_stack_current_t *cur);
+
+/* ---- symbolize.c ---- */
+/* The function (NAME+0xOFFSET) and FILE:LINE of a return address, "-" where unknown; false if
+ * no symbolizer answered (none built, none installed, or it failed). */
+bool fm_symbolize(uintptr_t address, char *name, size_t name_cap, char *where, size_t where_cap);
+
+/* ---- unwind.c (x86-64) ---- */
+void fm_unwind_fork_prepare(void); /* no walk inside the dynamic loader across a fork */
+void fm_unwind_fork_done(void);
+#if defined(__x86_64__) && defined(__linux__)
+#define FM_HAVE_FAST_UNWIND 1
+unsigned fm_unwind_capture(uintptr_t *out, unsigned max, uintptr_t own_lo, uintptr_t own_hi);
+#endif
+void fm_stack_report_current(fm_report_t *r, const fm_stack_current_t *cur);
 
 /* ---- debug.c: FastMM5's debug mode ---- */
 #define FM_DEBUG_FILL_ALLOCATED 0x90

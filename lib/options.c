@@ -20,6 +20,7 @@ static const char *const known_names[] = {
     "FASTMM5_VALGRIND_SLACK", "FASTMM5_ERASE", "FASTMM5_DEBUG_OPTIONS",
     "FASTMM5_LIB", /* read by tools/fastmm5-stats, not by the library */
     "FASTMM5_MEMORY_LIMIT", "FASTMM5_MIN_ALIGNMENT", "FASTMM5_LEAK_EXIT_CODE", "FASTMM5_SUPPRESSIONS",
+    "FASTMM5_SYMBOLIZER",
 };
 static const char *const planned_names[] = {""};
 

@@ -1,8 +1,10 @@
 /*
- * stacktrace.c - stack traces for debug blocks: captured with the unwinder of libgcc
+ * stacktrace.c - stack traces for debug blocks: captured on x86-64 by lib/unwind.c (unwind
+ * rules read from .eh_frame once per address), elsewhere with the unwinder of libgcc
  * (_Unwind_Backtrace, which reads the .eh_frame tables every object has, so it works in code
- * built without frame pointers; linked in statically, see configure.ac) and symbolized with
- * dladdr as function+offset (object file).
+ * built without frame pointers; linked in statically, see configure.ac), and symbolized with
+ * the helper program fastmm5-symbolize where it is built (lib/symbolize.c: names from .symtab,
+ * demangled, and file:line), else with dladdr as function+offset (object file).
  *
  * Neither step allocates from this heap in the usual case; a thread that re-enters the allocator
  * while capturing (the unwinder's first use can) gets an empty trace instead of recursing.
@@ -21,29 +23,36 @@ static __thread bool capturing __attribute__((tls_model("initial-exec")));
 static fastmm_stack_capture_t capture_hook;
 static fastmm_stack_format_t format_hook;
 
-/* Frames inside libfastmm5 are not the caller's business: find our executable segment once. */
+/* Frames inside libfastmm5 are not the caller's business. The library has more than one
+ * executable segment (lib/seldom-text.ld puts the seldom-used code in its own), so the range
+ * kept is from the start of the first to the end of the last: whatever lies between them
+ * belongs to the library too. */
 static int find_own_text(struct dl_phdr_info *info, size_t size, void *arg)
 {
     (void)size;
-    uintptr_t probe = (uintptr_t)arg;
+    uintptr_t probe = (uintptr_t)arg, lo = UINTPTR_MAX, hi = 0;
+    bool ours = false;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
             continue;
         uintptr_t start = info->dlpi_addr + ph->p_vaddr, end = start + ph->p_memsz;
-        if (probe >= start && probe < end) {
-            /* Threads may find it at the same time (capture runs it lazily): the same values,
-             * stored atomically, the end last (it says whether the range is known). */
-            fm_store_relaxed(&own_text_start, start);
-            fm_store_release(&own_text_end, end);
-            return 1;
-        }
+        lo = start < lo ? start : lo;
+        hi = end > hi ? end : hi;
+        ours |= probe >= start && probe < end;
     }
-    return 0;
+    if (!ours)
+        return 0;
+    /* Threads may find it at the same time (capture runs it lazily): the same values, stored
+     * atomically, the end last (it says whether the range is known). */
+    fm_store_relaxed(&own_text_start, lo);
+    fm_store_release(&own_text_end, hi);
+    return 1;
 }
 
 void fm_stack_init(void) { dl_iterate_phdr(find_own_text, (void *)(uintptr_t)&fm_stack_init); }
 
+#ifndef FM_HAVE_FAST_UNWIND
 typedef struct capture_state {
     uintptr_t *out;
     unsigned max, n;
@@ -60,6 +69,7 @@ static _Unwind_Reason_Code on_frame(struct _Unwind_Context *ctx, void *arg)
     c->out[c->n++] = ip;
     return c->n < c->max ? _URC_NO_REASON : _URC_END_OF_STACK;
 }
+#endif
 
 /* Fills exactly `depth` entries; unused ones are 0. */
 void fm_stack_capture(uintptr_t *out, unsigned depth)
@@ -75,8 +85,12 @@ void fm_stack_capture(uintptr_t *out, unsigned depth)
     if (hook != NULL) {
         hook(out, depth);
     } else {
+#ifdef FM_HAVE_FAST_UNWIND
+        (void)fm_unwind_capture(out, depth, fm_load_relaxed(&own_text_start), fm_load_relaxed(&own_text_end));
+#else
         capture_state_t c = {out, depth, 0};
         _Unwind_Backtrace(on_frame, &c);
+#endif
     }
     capturing = false;
 }
@@ -101,7 +115,25 @@ void fm_stack_format(fm_report_t *r, const uintptr_t *trace, unsigned depth)
         }
         Dl_info info;
         /* a return address points after the call: look up the call itself */
-        if (dladdr((void *)(trace[i] - 1), &info) == 0)
+        bool known = dladdr((void *)(trace[i] - 1), &info) != 0;
+        char name[256], where[256];
+        if (fm_symbolize(trace[i], name, sizeof name, where, sizeof where)) {
+            if (name[0] != '-' || name[1] != '\0') {
+                fm_report_str(r, " ");
+                fm_report_str(r, name);
+            }
+            if (known && info.dli_fname != NULL) {
+                fm_report_str(r, " (");
+                fm_report_str(r, info.dli_fname);
+                fm_report_str(r, ")");
+            }
+            if (where[0] != '-' || where[1] != '\0') {
+                fm_report_str(r, " at ");
+                fm_report_str(r, where);
+            }
+            continue;
+        }
+        if (!known)
             continue;
         if (info.dli_sname != NULL) {
             fm_report_str(r, " ");
@@ -120,6 +152,22 @@ void fm_stack_format(fm_report_t *r, const uintptr_t *trace, unsigned depth)
     }
     if (shown == 0)
         fm_report_str(r, "\n    (no stack trace recorded: FASTMM5_STACK_DEPTH=0?)");
+}
+
+/* The stack of the call that detected a problem, for the report about it (FastMM5 and
+ * Valgrind show it first). It is captured at report time only, so its depth is the configured
+ * one, or the default where stored traces are off. */
+void fm_stack_capture_current(fm_stack_current_t *cur)
+{
+    unsigned depth = fastmm_debug_stack_depth();
+    cur->depth = depth != 0 ? depth : FM_STACK_CURRENT_DEPTH;
+    fm_stack_capture(cur->trace, cur->depth);
+}
+
+void fm_stack_report_current(fm_report_t *r, const fm_stack_current_t *cur)
+{
+    fm_report_str(r, "\nStack trace of the call:");
+    fm_stack_format(r, cur->trace, cur->depth);
 }
 
 FM_EXPORT void fastmm_set_stack_trace_hooks(fastmm_stack_capture_t capture, fastmm_stack_format_t format)

@@ -45,6 +45,7 @@ int main(void)
     srunner_add_suite(sr, suite_exhaustion());
     srunner_add_suite(sr, suite_misuse());
     srunner_add_suite(sr, suite_leaks());
+    srunner_add_suite(sr, suite_traces());
 
     srunner_run_all(sr, CK_ENV);
     int failed = srunner_ntests_failed(sr);
