@@ -200,6 +200,7 @@ extern uint16_t fm_tcache_limits[FM_SMALL_CLASS_COUNT];
 void fm_tcache_init(void);
 void fm_tcache_init_key(void);
 void *fm_tcache_refill(unsigned class_index);
+fm_tcache_t *fm_tcache_start(void); /* this thread's cache, made now if it has none; NULL: none */
 void fm_tcache_overflow(fm_tcache_t *tc, unsigned class_index);
 void fm_tcache_flush_current(void);
 void fm_tcache_fork_lock(void);
