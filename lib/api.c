@@ -606,6 +606,7 @@ FM_EXPORT bool fastmm_process_pending_frees(void)
     bool small = fm_small_drain_all();
     bool medium = fm_medium_drain_all();
     bool large = fm_large_drain_all();
+    fm_large_fit_kept_to_heap();
     return small && medium && large;
 }
 

@@ -175,6 +175,31 @@ static size_t retain_budget_locked(void)
     return b < RETAIN_BYTES ? RETAIN_BYTES : b > RETAIN_MAX_BYTES ? RETAIN_MAX_BYTES : b;
 }
 
+/* The oldest kept mappings given back until the rest fit the budget of the heap as it is now
+ * (fastmm_process_pending_frees: a program that freed its big blocks without a large free
+ * since would otherwise keep a third of its former heap). */
+void fm_large_fit_kept_to_heap(void)
+{
+    if (fm_load_relaxed(&retained_count) == 0)
+        return;
+    fm_large_header_t *evicted[RETAIN_COUNT];
+    unsigned n = 0;
+    fm_lock_wait(&retain_lock);
+    size_t budget = retain_budget_locked();
+    while (retained_count != 0 && retained_bytes > budget) {
+        evicted[n++] = retained[0];
+        retained_bytes -= retained_size[0];
+        fm_store_relaxed(&retained_count, retained_count - 1);
+        for (unsigned i = 0; i < retained_count; i++) {
+            retained[i] = retained[i + 1];
+            retained_size[i] = retained_size[i + 1];
+        }
+    }
+    fm_lock_release(&retain_lock);
+    for (unsigned i = 0; i < n; i++)
+        unmap_block(evicted[i]);
+}
+
 /* Gives a freed block's mapping back, or keeps it; the oldest kept ones make room. */
 static void release(fm_large_header_t *h)
 {
@@ -186,7 +211,11 @@ static void release(fm_large_header_t *h)
         unmap_block(h);
         return;
     }
-    trim_stale(h, used);
+    /* In a heap big enough that the kept mappings' budget is above its floor, they hold a bounded
+     * share of it whichever of their pages are resident, and a trim here only makes the next
+     * user fault the pages in again (malloc-large: 943 madvise calls for 2000 frees). */
+    if (fm_os_mapped_bytes() <= (size_t)RETAIN_SHARE * RETAIN_BYTES)
+        trim_stale(h, used);
     fm_store_relaxed(&h->flags, (uint16_t)(FM_FLAG_LARGE | FM_FLAG_FREE));
     fm_large_header_t *evicted[RETAIN_COUNT];
     unsigned n = 0;

@@ -292,6 +292,33 @@ START_TEST(medium_big_request_served_by_home_arena)
 }
 END_TEST
 
+/* Guards: in a heap of over 96 MiB (the kept mappings' budget above its floor), a kept mapping
+ * reused by a smaller block keeps its pages when that block is freed, even with one thread: the
+ * budget bounds the kept mappings whichever pages they hold, and a trim would make the next
+ * bigger user fault them in again. */
+START_TEST(large_big_heap_keeps_pages_at_free)
+{
+    if (!dontneed_works()) {
+        fprintf(stdout, "large_big_heap_keeps_pages_at_free: MADV_DONTNEED keeps pages here; skipped\n");
+        return;
+    }
+    enum { LIVE = 4 };
+    void *live[LIVE];
+    for (int i = 0; i < LIVE; i++) { /* 128 MiB mapped, never touched */
+        live[i] = fastmm_malloc((size_t)32 << 20);
+        ck_assert_ptr_nonnull(live[i]);
+    }
+    unsigned char *stale;
+    size_t stale_len;
+    unsigned char *q = reuse_big_mapping(&stale, &stale_len);
+    memset(q, 1, REUSED_BYTES);
+    fastmm_free(q);
+    ck_assert_uint_eq(resident_pages(stale, stale_len), stale_len / (size_t)sysconf(_SC_PAGESIZE));
+    for (int i = 0; i < LIVE; i++)
+        fastmm_free(live[i]);
+}
+END_TEST
+
 static void *free_only(void *arg)
 {
     void *p = arg;
@@ -359,6 +386,7 @@ int main(void)
     tcase_add_test(tc, large_mapping_trimmed_whole_every_kth_reuse_with_threads);
     tcase_add_test(tc, large_spare_over_budget_trimmed_not_cut);
     tcase_add_test(tc, large_retain_budget_scales_with_heap);
+    tcase_add_test(tc, large_big_heap_keeps_pages_at_free);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -10,7 +10,8 @@ time and report a rate (larson, xmalloc-test, rptest, glibc-thread): their own f
 into a time as mimalloc-bench's bench.sh does. Ratios are candidate / glibc (below 1: faster,
 smaller), the median over the pairs, with the bootstrap interval of stats.py.
 
-Usage: mbench.py --mb DIR --lib SO [--out DIR] [--pairs N] [--warmups N] [--rows a,b,...]
+Usage: mbench.py --render OUT/mbench.json
+       mbench.py --mb DIR --lib SO [--out DIR] [--pairs N] [--warmups N] [--rows a,b,...]
                  [--peers fastmm5,jemalloc,...] [--threads 1,2,4] [--extra NAME=SO]...
 """
 import argparse
@@ -121,7 +122,7 @@ def find_peer(soname):
     return None
 
 
-def build(mb, out):
+def build(mb, out, wanted):
     bench = os.path.join(mb, "bench")
     bindir = os.path.join(out, "bin")
     os.makedirs(bindir, exist_ok=True)
@@ -129,6 +130,8 @@ def build(mb, out):
     if not os.path.exists(launch):
         subprocess.check_call(["cc", "-O2", "-o", launch, os.path.join(HERE, "launch.c")])
     for name, (cc, srcs, flags, libs) in PROGRAMS.items():
+        if name not in wanted:
+            continue
         exe = os.path.join(bindir, name)
         if os.path.exists(exe):
             continue
@@ -165,8 +168,9 @@ def run_one(launch, out, bindir, mb, row, env, timeout):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--mb", required=True, help="mimalloc-bench checkout")
-    ap.add_argument("--lib", required=True, help="libfastmm5.so")
+    ap.add_argument("--mb", help="mimalloc-bench checkout")
+    ap.add_argument("--lib", help="libfastmm5.so")
+    ap.add_argument("--render", metavar="JSON", help="print the table of an earlier run's mbench.json, run nothing")
     ap.add_argument("--out", default=None)
     ap.add_argument("--pairs", type=int, default=9)
     ap.add_argument("--warmups", type=int, default=1)
@@ -176,9 +180,14 @@ def main(argv):
     ap.add_argument("--extra", action="append", default=[], help="NAME=SO: one more preload candidate")
     ap.add_argument("--timeout", type=float, default=300)
     a = ap.parse_args(argv)
+    if a.render:
+        with open(a.render) as f:
+            print(render(json.load(f)))
+        return 0
+    if not a.mb or not a.lib:
+        ap.error("--mb and --lib are required")
     out = a.out or os.path.join(HERE, "..", "out", "mbench")
     os.makedirs(out, exist_ok=True)
-    bindir, launch = build(a.mb, out)
 
     variants = []
     for p in a.peers.split(","):
@@ -194,6 +203,7 @@ def main(argv):
     wanted = [w for w in a.rows.split(",") if w]
     table = [r for r in rows([int(t) for t in a.threads.split(",")])
              if not wanted or any(r[0] == w or r[0].startswith(w + "-t") for w in wanted)]
+    bindir, launch = build(a.mb, out, {r[1] for r in table})
     results = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "pairs": a.pairs,
                "variants": {n: e for n, e in variants}, "rows": {}}
     t0 = time.time()
