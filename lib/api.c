@@ -424,6 +424,12 @@ FM_INLINE void cache_put(fm_tcache_t *tc, void *p, fm_small_span_t *s, size_t bl
 static FM_NOINLINE void free_full(void *p)
 {
     fm_tcache_t *tc = fm_tcache_current;
+    /* a thread's first free, before any allocation: it gets its cache now, and the block takes
+     * the fast path again (once: the thread has a cache, or TC_OFF, from here on) */
+    if (FM_UNLIKELY(tc == NULL) && p != NULL && fm_load_relaxed(&fm_ready) && fm_tcache_start() != NULL) {
+        fastmm_free(p);
+        return;
+    }
     if (fm_track_on && FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_erase_freed)) {
         uintptr_t entry = fm_pagemap_lookup(p);
         if ((entry & FM_REGION_TYPE_MASK) == FM_REGION_MEDIUM_SPAN) {
@@ -646,6 +652,7 @@ FM_EXPORT bool fastmm_process_pending_frees(void)
     bool small = fm_small_drain_all();
     bool medium = fm_medium_drain_all();
     bool large = fm_large_drain_all();
+    fm_large_fit_kept_to_heap();
     return small && medium && large;
 }
 

@@ -216,6 +216,7 @@ extern uint16_t fm_tcache_limits[FM_SMALL_CLASS_COUNT];
 void fm_tcache_init(void);
 void fm_tcache_init_key(void);
 void *fm_tcache_refill(unsigned class_index);
+fm_tcache_t *fm_tcache_start(void); /* this thread's cache, made now if it has none; NULL: none */
 void fm_tcache_overflow(fm_tcache_t *tc, unsigned class_index);
 void fm_tcache_flush_current(void);
 void fm_tcache_fork_lock(void);
@@ -293,6 +294,7 @@ bool fm_large_validate(const void *p, fm_large_header_t *h);
 void *fm_large_resize(void *p, size_t new_size); /* in place or by page move; NULL if impossible */
 bool fm_large_drain_all(void);
 bool fm_large_release_retained(void); /* the kept freed mappings back to the OS */
+void fm_large_fit_kept_to_heap(void); /* the oldest kept ones back until the rest fit the budget */
 /* With several threads, a kept mapping is trimmed whole at the free that ends this many
  * reuses by smaller blocks; the pages earlier users may have written in the spare chunks of
  * live large blocks stay under this many bytes (large.c; numbers the tests need too) */

@@ -9,7 +9,7 @@
  * moves the pages to a new address without copying them.
  *
  * Retained mappings (not in FastMM5, which gives every freed large block back at once): the
- * last few freed mappings, up to 64 and 32 MiB, are kept, flagged FREE and still in the ownership
+ * last few freed mappings, up to 64 and a budget proportional to the heap (retain_budget), are kept, flagged FREE and still in the ownership
  * map, and the next large request that fits takes the smallest one. Its chunks beyond what a
  * fresh mapping would have are kept as spare (spare_chunks): the usable size stays FastMM5's,
  * and a later realloc grows into them without a system call (and, where an earlier user wrote
@@ -71,6 +71,8 @@ static void drop_spare(fm_large_header_t *h, size_t keep);
  * byte limit is what bounds the memory. */
 #define RETAIN_COUNT 64
 #define RETAIN_BYTES ((size_t)32 << 20)
+#define RETAIN_MAX_BYTES ((size_t)1 << 30)
+#define RETAIN_SHARE 3u
 
 static fm_lock_t retain_lock;
 static fm_large_header_t *retained[RETAIN_COUNT]; /* oldest first */
@@ -158,24 +160,71 @@ static void trim_stale(fm_large_header_t *h, size_t used)
     h->touched_chunks = (uint32_t)(touched >> 16);
 }
 
+/* How many bytes of freed mappings may be kept (under retain_lock): a third of the OS memory
+ * the allocator holds besides them, at least RETAIN_BYTES and at most RETAIN_MAX_BYTES. A fixed
+ * 32 MiB made a program whose live large blocks are hundreds of MiB (mimalloc-bench's
+ * malloc-large: 20 live blocks of 5-25 MiB, each zeroed by its user) unmap nearly every freed
+ * block and fault every page of the next one in again (6.1 M page faults against glibc's 0.5 M,
+ * 2.7x its time); glibc keeps such blocks in its heap. Counted at every free, the budget follows
+ * the heap down too: when the program has freed its big blocks, the next free evicts the kept
+ * ones down to what the rest allows. */
+static size_t retain_budget_locked(void)
+{
+    size_t mapped = fm_os_mapped_bytes();
+    size_t b = (mapped > retained_bytes ? mapped - retained_bytes : 0) / RETAIN_SHARE;
+    return b < RETAIN_BYTES ? RETAIN_BYTES : b > RETAIN_MAX_BYTES ? RETAIN_MAX_BYTES : b;
+}
+
+/* The oldest kept mappings given back until the rest fit the budget of the heap as it is now
+ * (fastmm_process_pending_frees: a program that freed its big blocks without a large free
+ * since would otherwise keep a third of its former heap). */
+void fm_large_fit_kept_to_heap(void)
+{
+    if (fm_load_relaxed(&retained_count) == 0)
+        return;
+    fm_large_header_t *evicted[RETAIN_COUNT];
+    unsigned n = 0;
+    fm_lock_wait(&retain_lock);
+    size_t budget = retain_budget_locked();
+    while (retained_count != 0 && retained_bytes > budget) {
+        evicted[n++] = retained[0];
+        retained_bytes -= retained_size[0];
+        fm_store_relaxed(&retained_count, retained_count - 1);
+        for (unsigned i = 0; i < retained_count; i++) {
+            retained[i] = retained[i + 1];
+            retained_size[i] = retained_size[i + 1];
+        }
+    }
+    fm_lock_release(&retain_lock);
+    for (unsigned i = 0; i < n; i++)
+        unmap_block(evicted[i]);
+}
+
 /* Gives a freed block's mapping back, or keeps it; the oldest kept ones make room. */
 static void release(fm_large_header_t *h)
 {
     /* its user may have written up to the end of the block, not into the spare chunks */
     size_t used = h->map_size - ((size_t)h->spare_chunks << 16);
     drop_spare(h, 0);
-    if ((void *)h != h->map_base || h->map_size > RETAIN_BYTES / 2 || fm_load_relaxed(&fm_debug_on) || fm_os_limit() != 0 ||
+    if ((void *)h != h->map_base || h->map_size > RETAIN_MAX_BYTES / 2 || fm_load_relaxed(&fm_debug_on) || fm_os_limit() != 0 ||
         fm_load_relaxed(&fm_options.strategy) == FM_STRATEGY_LOW_MEMORY || (fm_load_relaxed(&h->flags) & FM_FLAG_DEBUG_INFO)) {
         unmap_block(h);
         return;
     }
-    trim_stale(h, used);
+    /* In a heap big enough that the kept mappings' budget is above its floor, they hold a bounded
+     * share of it whichever of their pages are resident, and a trim here only makes the next
+     * user fault the pages in again (malloc-large: 943 madvise calls for 2000 frees). */
+    if (fm_os_mapped_bytes() <= (size_t)RETAIN_SHARE * RETAIN_BYTES)
+        trim_stale(h, used);
     fm_store_relaxed(&h->flags, (uint16_t)(FM_FLAG_LARGE | FM_FLAG_FREE));
     fm_large_header_t *evicted[RETAIN_COUNT];
     unsigned n = 0;
     fm_lock_wait(&retain_lock);
     count_thread_locked();
-    while (retained_count == RETAIN_COUNT || retained_bytes + h->map_size > RETAIN_BYTES) {
+    size_t budget = retain_budget_locked();
+    bool keep = h->map_size <= budget / 2;
+    size_t adding = keep ? h->map_size : 0;
+    while ((keep && retained_count == RETAIN_COUNT) || retained_bytes + adding > budget) {
         evicted[n] = retained[0];
         retained_bytes -= retained_size[0];
         n++;
@@ -185,11 +234,15 @@ static void release(fm_large_header_t *h)
             retained_size[i] = retained_size[i + 1];
         }
     }
-    retained[retained_count] = h;
-    retained_size[retained_count] = h->map_size;
-    fm_store_relaxed(&retained_count, retained_count + 1);
-    retained_bytes += h->map_size;
+    if (keep) {
+        retained[retained_count] = h;
+        retained_size[retained_count] = h->map_size;
+        fm_store_relaxed(&retained_count, retained_count + 1);
+        retained_bytes += h->map_size;
+    }
     fm_lock_release(&retain_lock);
+    if (!keep)
+        unmap_block(h);
     for (unsigned i = 0; i < n; i++)
         unmap_block(evicted[i]);
 }

@@ -211,6 +211,19 @@ static fm_tcache_t *create(void)
     return tc;
 }
 
+/* A cache for a thread that has none yet, made on its first free: a thread that only frees
+ * blocks other threads allocated (a consumer) otherwise never gets one, and each of its frees
+ * takes an arena lock or the pending stack, contending with the producer on every block
+ * (mimalloc-bench's xmalloc-test). With a cache its frees go in batches, half a stack at a
+ * time, keeping one lock while consecutive blocks share a manager. NULL: no cache to use. */
+fm_tcache_t *fm_tcache_start(void)
+{
+    fm_tcache_t *tc = fm_tcache_current;
+    if (tc == TC_NONE)
+        tc = create();
+    return FM_TCACHE_USABLE(tc) ? tc : NULL;
+}
+
 /* Takes a block for class c: from the cache, or else half a bin fetched from the arenas in one
  * visit. Also the path of callers other than malloc's inline fast path (calloc, realloc). */
 void *fm_tcache_refill(unsigned c)

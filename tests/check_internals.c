@@ -292,6 +292,84 @@ START_TEST(medium_big_request_served_by_home_arena)
 }
 END_TEST
 
+/* Guards: in a heap of over 96 MiB (the kept mappings' budget above its floor), a kept mapping
+ * reused by a smaller block keeps its pages when that block is freed, even with one thread: the
+ * budget bounds the kept mappings whichever pages they hold, and a trim would make the next
+ * bigger user fault them in again. */
+START_TEST(large_big_heap_keeps_pages_at_free)
+{
+    if (!dontneed_works()) {
+        fprintf(stdout, "large_big_heap_keeps_pages_at_free: MADV_DONTNEED keeps pages here; skipped\n");
+        return;
+    }
+    enum { LIVE = 4 };
+    void *live[LIVE];
+    for (int i = 0; i < LIVE; i++) { /* 128 MiB mapped, never touched */
+        live[i] = fastmm_malloc((size_t)32 << 20);
+        ck_assert_ptr_nonnull(live[i]);
+    }
+    unsigned char *stale;
+    size_t stale_len;
+    unsigned char *q = reuse_big_mapping(&stale, &stale_len);
+    memset(q, 1, REUSED_BYTES);
+    fastmm_free(q);
+    ck_assert_uint_eq(resident_pages(stale, stale_len), stale_len / (size_t)sysconf(_SC_PAGESIZE));
+    for (int i = 0; i < LIVE; i++)
+        fastmm_free(live[i]);
+}
+END_TEST
+
+static void *free_only(void *arg)
+{
+    void *p = arg;
+    fastmm_free(p);
+    fm_tcache_t *tc = fm_tcache_current;
+    /* the block is this thread's cache's, not sent to the arena */
+    bool cached = FM_TCACHE_USABLE(tc) && tc->bins[fm_small_class_of(100)].head == p;
+    return cached ? p : NULL;
+}
+
+/* Guards: a thread whose first call is free() (a consumer of blocks other threads allocated)
+ * gets a thread cache then and there, and the block goes into it; without one, each of its
+ * frees took an arena lock or the pending stack. */
+START_TEST(first_free_makes_thread_cache)
+{
+    void *p = fastmm_malloc(100);
+    ck_assert_ptr_nonnull(p);
+    pthread_t t;
+    void *res;
+    ck_assert_int_eq(pthread_create(&t, NULL, free_only, p), 0);
+    ck_assert_int_eq(pthread_join(t, &res), 0);
+    ck_assert_msg(res == p, "the freeing thread had no cache, or the block did not go into it");
+}
+END_TEST
+
+/* Guards the kept mappings' budget (large.c): with hundreds of MiB of live large blocks, a freed
+ * 24 MiB block's mapping is kept for the next request (a fixed 32 MiB budget, 16 MiB a mapping,
+ * unmapped it, and its next user faulted every page in again). */
+START_TEST(large_retain_budget_scales_with_heap)
+{
+    enum { LIVE = 12 };
+    void *live[LIVE];
+    fm_large_release_retained();
+    for (int i = 0; i < LIVE; i++) { /* 384 MiB mapped, never touched: no memory used */
+        live[i] = fastmm_malloc((size_t)32 << 20);
+        ck_assert_ptr_nonnull(live[i]);
+    }
+    void *p = fastmm_malloc((size_t)24 << 20);
+    ck_assert_ptr_nonnull(p);
+    size_t before = fm_os_mapped_bytes();
+    fastmm_free(p);
+    ck_assert_uint_ge(fm_os_mapped_bytes(), before); /* kept, not unmapped */
+    void *q = fastmm_malloc((size_t)20 << 20);
+    ck_assert_ptr_eq(q, p);
+    fastmm_free(q);
+    for (int i = 0; i < LIVE; i++)
+        fastmm_free(live[i]);
+    fm_large_release_retained();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("internals");
@@ -299,6 +377,7 @@ int main(void)
     tcase_add_test(tc, medium_cache_bin_matches_arena_bin);
     tcase_add_test(tc, medium_block_bin_inline_matches);
     tcase_add_test(tc, medium_big_request_served_by_home_arena);
+    tcase_add_test(tc, first_free_makes_thread_cache);
     suite_add_tcase(s, tc);
     tc = tcase_create("large_trim");
     /* this order: without fork mode the second one's thread would stop the first one's trims */
@@ -306,6 +385,8 @@ int main(void)
     tcase_add_test(tc, large_reuse_keeps_pages_with_threads);
     tcase_add_test(tc, large_mapping_trimmed_whole_every_kth_reuse_with_threads);
     tcase_add_test(tc, large_spare_over_budget_trimmed_not_cut);
+    tcase_add_test(tc, large_retain_budget_scales_with_heap);
+    tcase_add_test(tc, large_big_heap_keeps_pages_at_free);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
