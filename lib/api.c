@@ -223,7 +223,7 @@ FM_INLINE void *cache_take(fm_tcache_t *tc, size_t size, bool tracked)
          * (DEBUG_INFO) is vetted first, and a damaged flag word reported, by fm_tcache_refill.
          * The same one compare as testing DEBUG_INFO alone. */
         if (FM_LIKELY(b != NULL) && FM_LIKELY((fm_flags_get(b) & FM_SMALL_STATE_MASK) == FM_SMALL_FREE_STATE)) {
-            bin->head = *(void **)b;
+            bin->head = tracked ? fm_link_get(b) : *(void **)b;
             bin->count--;
             fm_flags_set(b, fm_flags_get(b) & ~FM_FLAG_FREE);
             if (tracked)
@@ -408,7 +408,7 @@ FM_INLINE void cache_put(fm_tcache_t *tc, void *p, fm_small_span_t *s, size_t bl
         if (tracked)
             fm_track_free(p, s->block_size - 2u, false, false);
         fm_flags_set(p, fm_flags_get(p) | FM_FLAG_FREE);
-        fm_tcache_push(tc, s->class_index, p);
+        fm_tcache_push(tc, s->class_index, p, tracked);
     } else {
         unsigned b = fm_tcache_medium_bin_of(block);
         if (tracked)

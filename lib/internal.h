@@ -227,11 +227,15 @@ bool fm_tcache_small_put(void *p, unsigned class_index); /* p flagged FREE; fals
 bool fm_tcache_medium_release(void);                  /* this thread's medium blocks to the arenas */
 bool fm_tcache_release_kept(void);                    /* exited threads' kept blocks to the arenas */
 #define FM_TCACHE_USABLE(tc) ((uintptr_t)(tc) > 1u)
-/* Pushes a small block (flagged FREE) on its class's stack; over the limit, half goes back. */
-FM_INLINE void fm_tcache_push(fm_tcache_t *tc, unsigned c, void *p)
+/* Pushes a small block (flagged FREE) on its class's stack; over the limit, half goes back.
+ * tracked: fm_track_on (a constant false in free's frameless path). */
+FM_INLINE void fm_tcache_push(fm_tcache_t *tc, unsigned c, void *p, bool tracked)
 {
     fm_tcache_bin_t *bin = &tc->bins[c];
-    *(void **)p = bin->head;
+    if (tracked)
+        fm_link_set(p, bin->head);
+    else
+        *(void **)p = bin->head;
     bin->head = p;
     if (FM_UNLIKELY(++bin->count > fm_tcache_limits[c]))
         fm_tcache_overflow(tc, c);

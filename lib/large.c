@@ -350,7 +350,7 @@ static fm_large_manager_t *lock_any(void)
 static void drain_locked(fm_large_manager_t *m, fm_large_header_t **to_release)
 {
     for (void *b = fm_pending_take(&m->pending); b != NULL;) {
-        void *next = *(void **)b;
+        void *next = fm_link_get(b);
         fm_large_header_t *h = fm_large_header_of(b);
         unlink_locked(m, h);
         h->next = *to_release; /* unmapped after the lock is dropped */

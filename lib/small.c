@@ -120,8 +120,7 @@ static void free_locked(fm_small_manager_t *m, void *p)
         release_span_locked(m, s);
         return;
     }
-    fm_track_internal(p, sizeof(void *));
-    *(void **)p = s->first_free;
+    fm_link_set(p, s->first_free);
     s->first_free = p;
     if (!s->in_partial_list)
         partial_insert(m, s);
@@ -130,7 +129,7 @@ static void free_locked(fm_small_manager_t *m, void *p)
 static void free_chain_locked(fm_small_manager_t *m, void *b)
 {
     while (b != NULL) {
-        void *next = *(void **)b;
+        void *next = fm_link_get(b);
         free_locked(m, b);
         b = next;
     }
@@ -142,13 +141,13 @@ static void *take_locked(fm_small_manager_t *m)
 {
     void *b = fm_pending_take(&m->pending);
     if (b != NULL) {
-        free_chain_locked(m, *(void **)b); /* reuse the head, free the rest (FastMM5 11.2) */
+        free_chain_locked(m, fm_link_get(b)); /* reuse the head, free the rest (FastMM5 11.2) */
     } else {
         fm_small_span_t *s = m->partial_head;
         if (s == NULL)
             return NULL;
         b = s->first_free;
-        s->first_free = *(void **)b;
+        s->first_free = fm_link_get(b);
         change_in_use(s, 1);
         if (s->first_free == NULL)
             partial_remove(m, s);
@@ -289,8 +288,8 @@ static unsigned take_many_locked(fm_small_manager_t *m, void **chain, unsigned w
     void *head = NULL;
     void *p = fm_pending_take(&m->pending);
     for (; p != NULL && n < want; n++) {
-        void *next = *(void **)p;
-        *(void **)p = head;
+        void *next = fm_link_get(p);
+        fm_link_set(p, head);
         head = p;
         p = next;
     }
@@ -298,11 +297,11 @@ static unsigned take_many_locked(fm_small_manager_t *m, void **chain, unsigned w
     while (n < want && m->partial_head != NULL) {
         fm_small_span_t *s = m->partial_head;
         void *b = s->first_free;
-        s->first_free = *(void **)b;
+        s->first_free = fm_link_get(b);
         change_in_use(s, 1);
         if (s->first_free == NULL)
             partial_remove(m, s);
-        *(void **)b = head;
+        fm_link_set(b, head);
         head = b;
         n++;
     }
@@ -330,7 +329,7 @@ static unsigned feed_try_many(fm_small_manager_t *m, void **chain, unsigned want
             for (unsigned i = 0; i < k; i++) {
                 void *b = (char *)s + low + (size_t)i * m->block_size;
                 fm_flags_set(b, flags_for(s, b) | FM_FLAG_FREE);
-                *(void **)b = *chain;
+                fm_link_set(b, *chain);
                 *chain = b;
             }
             return k;
@@ -342,14 +341,19 @@ static unsigned feed_try_many(fm_small_manager_t *m, void **chain, unsigned want
  * and left out (quarantined: it stays counted in its span, so it is never reused). */
 static unsigned vet_chain(void **chain, unsigned n)
 {
-    for (void **link = chain; *link != NULL;) {
-        void *b = *link;
+    void *kept = NULL; /* the last block kept, whose link leads on; NULL: *chain does */
+    for (void *b = *chain; b != NULL;) {
+        void *next = fm_link_get(b);
         if ((fm_flags_get(b) & FM_FLAG_DEBUG_INFO) && !fm_debug_check_reuse(b)) {
-            *link = *(void **)b;
+            if (kept == NULL)
+                *chain = next;
+            else
+                fm_link_set(kept, next);
             n--;
         } else {
-            link = (void **)b;
+            kept = b;
         }
+        b = next;
     }
     return n;
 }
@@ -397,7 +401,7 @@ static unsigned alloc_batch_unvetted(unsigned class_index, void **chain, unsigne
                 if (b != NULL) {
                     fm_flags_set(b, fm_flags_get(b) | FM_FLAG_FREE);
                     n = feed_try_many(m, chain, want - 1) + 1;
-                    *(void **)b = *chain;
+                    fm_link_set(b, *chain);
                     *chain = b;
                 }
             }
@@ -415,7 +419,7 @@ void fm_small_free_chain(void *chain)
 {
     fm_small_manager_t *held = NULL;
     while (chain != NULL) {
-        void *next = *(void **)chain;
+        void *next = fm_link_get(chain);
         fm_small_manager_t *m = span_of(chain, fm_flags_get(chain))->manager;
         if (m != held) {
             if (held != NULL) {

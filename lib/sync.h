@@ -9,6 +9,7 @@
 #define FM_SYNC_H
 
 #include "base.h"
+#include "track.h" /* fm_link_set: the link of a freed block, which memcheck sees as closed */
 #include <sched.h>
 
 #define fm_load_relaxed(p) __atomic_load_n((p), __ATOMIC_RELAXED)
@@ -76,7 +77,7 @@ FM_INLINE bool fm_pending_push(void **head, void *block)
     do {
         if (old == block)
             return false;
-        *(void **)block = old;
+        fm_link_set(block, old);
     } while (!__atomic_compare_exchange_n(head, &old, block, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED));
     return true;
 }

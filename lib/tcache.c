@@ -50,9 +50,9 @@ static void flush_bin(fm_tcache_bin_t *bin, unsigned keep)
     void *chain = NULL;
     while (bin->count > keep) {
         void *b = bin->head;
-        bin->head = *(void **)b;
+        bin->head = fm_link_get(b);
         bin->count--;
-        *(void **)b = chain;
+        fm_link_set(b, chain);
         chain = b;
     }
     fm_small_free_chain(chain);
@@ -242,7 +242,7 @@ void *fm_tcache_refill(unsigned c)
             bin->count = got;
         }
         void *b = bin->head;
-        bin->head = *(void **)b;
+        bin->head = fm_link_get(b);
         bin->count--;
         /* a freed debug block (debug.c caches them) is vetted as the arenas vet one; a damaged
          * one is reported and stays out, in use, as the arenas quarantine it. So does a plain
@@ -266,7 +266,7 @@ bool fm_tcache_small_put(void *p, unsigned c)
     fm_tcache_t *tc = fm_tcache_current;
     if (!FM_TCACHE_USABLE(tc))
         return false;
-    fm_tcache_push(tc, c, p);
+    fm_tcache_push(tc, c, p, fm_track_on);
     return true;
 }
 

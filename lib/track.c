@@ -121,9 +121,38 @@ void fm_track_free_slow(void *p, size_t usable, bool medium, bool keep_defined)
         VALGRIND_MAKE_MEM_DEFINED(p, requested);
         return;
     }
-    VALGRIND_MAKE_MEM_DEFINED(p, usable < 16 ? usable : 16); /* free-list links */
-    if (medium)
-        VALGRIND_MAKE_MEM_DEFINED((char *)p + usable - 4, 4); /* boundary tag */
+    if (medium) { /* small and large blocks stay inaccessible: fm_link_get/set open their link */
+        VALGRIND_MAKE_MEM_DEFINED(p, usable < 16 ? usable : 16); /* bin links */
+        VALGRIND_MAKE_MEM_DEFINED((char *)p + usable - 4, 4);    /* boundary tag */
+    }
+}
+
+/* Whether memcheck sees the link word of block as inaccessible (GET_VBITS answers 3, without an
+ * error report); then it is made defined for the access, and inaccessible again after it. */
+static bool link_open(void *block)
+{
+    unsigned char vbits[sizeof(void *)];
+    if (VALGRIND_GET_VBITS(block, vbits, sizeof vbits) != 3)
+        return false;
+    VALGRIND_MAKE_MEM_DEFINED(block, sizeof(void *));
+    return true;
+}
+
+void *fm_track_link_get_slow(void *block)
+{
+    bool opened = link_open(block);
+    void *next = *(void **)block;
+    if (opened)
+        VALGRIND_MAKE_MEM_NOACCESS(block, sizeof(void *));
+    return next;
+}
+
+void fm_track_link_set_slow(void *block, void *next)
+{
+    bool opened = link_open(block);
+    *(void **)block = next;
+    if (opened)
+        VALGRIND_MAKE_MEM_NOACCESS(block, sizeof(void *));
 }
 
 void fm_track_resize_slow(void *p, size_t new_requested, size_t usable)
@@ -184,6 +213,8 @@ void fm_track_free_slow(void *p, size_t usable, bool medium, bool keep_defined)
 void fm_track_resize_slow(void *p, size_t new_requested, size_t usable) { (void)p, (void)new_requested, (void)usable; }
 void fm_track_internal_slow(void *p, size_t n) { (void)p, (void)n; }
 void fm_track_quiet_slow(bool quiet) { (void)quiet; }
+void *fm_track_link_get_slow(void *block) { return *(void **)block; }
+void fm_track_link_set_slow(void *block, void *next) { *(void **)block = next; }
 size_t fm_track_requested_slow(const void *p, size_t usable)
 {
     (void)p;

@@ -9,9 +9,12 @@
  *
  * What memcheck sees: a block is [p, p + requested size); its slack up to the usable size is
  * inaccessible (so a one-byte overrun is reported, and usable_size() answers the requested size
- * under Valgrind, as Valgrind's own allocator does); a freed block is inaccessible except its
- * first 16 bytes and, for medium blocks, the 4-byte boundary tag at its end, which the allocator
- * itself uses. Memory the allocator reuses for its own structures is made defined first.
+ * under Valgrind, as Valgrind's own allocator does); a freed small or large block is wholly
+ * inaccessible, so a read after free is reported at any offset: the allocator opens the
+ * free-list link in its first word only around its own reads and writes of it (fm_link_get,
+ * fm_link_set). A freed medium block keeps its bin links and boundary tag (its first 16 and
+ * last 4 bytes; a decay stamp after the links in big blocks) defined, which the bins, merging
+ * and decay read. Memory the allocator reuses for its own structures is made defined first.
  */
 #ifndef FM_TRACK_H
 #define FM_TRACK_H
@@ -29,6 +32,26 @@ size_t fm_track_requested_slow(const void *p, size_t usable);
 void fm_track_quiet_slow(bool quiet);
 void fm_track_fork_lock(void);
 void fm_track_fork_unlock(void);
+void *fm_track_link_get_slow(void *block);
+void fm_track_link_set_slow(void *block, void *next);
+
+/* The free-list link in the first word of a free block: every read and write of it by the
+ * allocator goes through these two. Under memcheck a link that is inaccessible (a freed small
+ * or large block) is opened for the access and closed again; one that is accessible (a medium
+ * or debug block, whose freed contents stay defined, or memory never handed out) is left so. */
+FM_INLINE void *fm_link_get(void *block)
+{
+    if (FM_UNLIKELY(fm_track_on))
+        return fm_track_link_get_slow(block);
+    return *(void **)block;
+}
+FM_INLINE void fm_link_set(void *block, void *next)
+{
+    if (FM_UNLIKELY(fm_track_on))
+        fm_track_link_set_slow(block, next);
+    else
+        *(void **)block = next;
+}
 
 /* Around the allocator's reads of memory next to a pointer it was given, to find out whether it
  * is a block at all: for a bad pointer those bytes can be another block's inaccessible slack,

@@ -90,6 +90,7 @@ START_TEST(test_every_size_small)
                 fm_expected_usable(n));
         REQUIRE(malloc_usable_size(p[n]) == u, "malloc_usable_size(malloc(%zu)) = %zu != %zu", n,
                 malloc_usable_size(p[n]), u);
+        p[n] = claim_usable(p[n], &u);
         fill_pattern(p[n], u, (uint32_t)n);
     }
     for (size_t n = 0; n <= MAX_EVERY; n++) {
@@ -120,7 +121,9 @@ START_TEST(test_malloc_zero_unique)
         ck_assert_ptr_nonnull(p[i]);
         REQUIRE(((uintptr_t)p[i] & (FM_MIN_ALIGN - 1)) == 0, "malloc(0) misaligned");
         REQUIRE(fastmm_usable_size(p[i]) == FM_MIN_USABLE, "usable(malloc(0)) = %zu", fastmm_usable_size(p[i]));
-        memset(p[i], i & 0xff, FM_MIN_USABLE);
+        size_t u;
+        p[i] = claim_usable(p[i], &u);
+        memset(p[i], i & 0xff, u);
     }
     void **s = launder_ptr(p);
     assert_disjoint(s, N);
@@ -162,6 +165,7 @@ START_TEST(test_medium_bin_edges)
         else
             ck_assert_msg(((uintptr_t)p[i] & (FM_MIN_ALIGN - 1)) == 0, "malloc(%zu) = %p not %zu-byte aligned", n,
                           p[i], FM_MIN_ALIGN);
+        p[i] = claim_usable(p[i], &u);
         fill_pattern(p[i], u, (uint32_t)(i * 7919 + 1));
     }
     assert_disjoint(launder_ptr(p), N);
@@ -190,6 +194,7 @@ START_TEST(test_large_sizes)
         ck_assert_msg(u == fm_expected_usable(n), "usable(malloc(%zu)) = %zu, expected %zu", n, u,
                       fm_expected_usable(n));
         ck_assert_uint_eq(malloc_usable_size(p[i]), u);
+        p[i] = claim_usable(p[i], &u);
         fill_pattern(p[i], u, (uint32_t)(1000 + i));
         /* Churn another large block in between. */
         void *q = malloc(2 * 1024 * 1024 + i);
@@ -219,7 +224,9 @@ START_TEST(test_calloc_zeroed)
         size_t sz = n <= MAX_EVERY ? n : extra[n - MAX_EVERY - 1];
         void *a = malloc(sz);
         ck_assert_ptr_nonnull(a);
-        memset(a, 0xff, fastmm_usable_size(a));
+        size_t u;
+        a = claim_usable(a, &u);
+        memset(a, 0xff, u);
         escape(a);
         free(a);
         /* Alternate the count/size split. */
@@ -289,6 +296,7 @@ static void check_aligned_block(void *p, size_t align, size_t n, const char *wha
     size_t u = fastmm_usable_size(p);
     ck_assert_msg(u >= n, "%s(align %zu, size %zu): usable %zu too small", what, align, n, u);
     ck_assert_uint_eq(malloc_usable_size(p), u);
+    p = claim_usable(p, &u);
     fill_pattern(p, u, (uint32_t)(align ^ n));
 }
 

@@ -1565,7 +1565,8 @@ START_TEST(test_erase_modes)
     ck_assert(fastmm_erase_freed_active());
     unsigned char *keep = malloc(200); /* a neighbour, so the span stays mapped */
     unsigned char *q = malloc(200);
-    size_t u = fastmm_usable_size(q);
+    size_t u;
+    q = claim_usable(q, &u);
     memset(q, 0x11, u);
     free(q);
     TEST_MAKE_DEFINED(q, u);
@@ -1574,7 +1575,8 @@ START_TEST(test_erase_modes)
     ck_assert(fastmm_erase_freed_end());
     ck_assert(!fastmm_erase_freed_active());
     unsigned char *r = malloc(200);
-    memset(r, 0x22, fastmm_usable_size(r));
+    r = claim_usable(r, &u);
+    memset(r, 0x22, u);
     free(r);
     free(keep);
 }

@@ -149,6 +149,7 @@ START_TEST(test_medium_downsize_policy)
             void *p = malloc(req);
             ck_assert_ptr_nonnull(p);
             ck_assert_uint_eq(fastmm_usable_size(p), u);
+            p = claim_usable(p, &u);
             uint32_t seed = (uint32_t)(req + k * 1000003);
             fill_pattern(p, u, seed);
             void *q = realloc(p, nw);
@@ -173,7 +174,9 @@ START_TEST(test_medium_downsize_policy)
             /* The tail given back must be usable by others without touching q. */
             void *other = malloc(u - nw > 64 ? (u - nw) / 2 : 16);
             ck_assert_ptr_nonnull(other);
-            memset(other, 0xcd, fastmm_usable_size(other));
+            size_t uo;
+            other = claim_usable(other, &uo);
+            memset(other, 0xcd, uo);
             escape(other);
             ck_assert_uint_eq(check_pattern(q, nw, seed), SIZE_MAX);
             /* And the shrunk block grows again with its contents. */
@@ -200,7 +203,9 @@ START_TEST(test_medium_upsize_policy)
             void *neighbour = malloc(req);
             ck_assert_ptr_nonnull(p);
             ck_assert_ptr_nonnull(neighbour);
-            size_t u = fastmm_usable_size(p), un = fastmm_usable_size(neighbour);
+            size_t u, un;
+            p = claim_usable(p, &u);
+            neighbour = claim_usable(neighbour, &un);
             size_t nw = u + grow[k];
             uint32_t seed = (uint32_t)(req * 3 + k);
             fill_pattern(p, u, seed);
@@ -311,6 +316,9 @@ START_TEST(test_large_downsize_policy)
             size_t nw = news[k];
             void *p = malloc(olds[i]);
             ck_assert_ptr_nonnull(p);
+            size_t pu;
+            p = claim_usable(p, &pu);
+            ck_assert_uint_eq(pu, u);
             uint32_t seed = (uint32_t)(i * 100 + k);
             fill_pattern(p, u, seed);
             void *q = realloc(p, nw);
@@ -535,7 +543,8 @@ START_TEST(test_realloc_huge_keeps_old)
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         void *p = malloc(sizes[i]);
         ck_assert_ptr_nonnull(p);
-        size_t u = fastmm_usable_size(p);
+        size_t u;
+        p = claim_usable(p, &u);
         fill_pattern(p, u, (uint32_t)i);
         for (size_t k = 0; k < sizeof huge / sizeof huge[0]; k++) {
             errno = 0;

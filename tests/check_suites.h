@@ -85,6 +85,22 @@ static inline void escape(const void *p)
     __asm__ volatile("" : : "r"(p) : "memory");
 }
 
+/* Requests block p again at its whole usable size, so that a test may write every usable byte
+ * through the pointer this returns: a write past the requested size is undefined behaviour,
+ * which _FORTIFY_SOURCE stops (the compiler knows the request from the allocation function's
+ * alloc_size attribute). realloc to the usable size keeps the block where it is and as it is;
+ * the test fails otherwise. Stores the usable size in *usable. */
+static inline void *claim_usable(void *p, size_t *usable)
+{
+    size_t u = fastmm_usable_size(p);
+    uintptr_t at = (uintptr_t)p; /* compared as a number: p is indeterminate after realloc */
+    void *q = realloc(p, u);
+    ck_assert_msg((uintptr_t)q == at, "realloc(block, its usable size %zu) moved it", u);
+    ck_assert_uint_eq(fastmm_usable_size(q), u);
+    *usable = u;
+    return q;
+}
+
 /* -------------------------------------------------------------------------------------- */
 /* FastMM5 geometry (64-bit, or 32-bit where it differs)                                    */
 /* -------------------------------------------------------------------------------------- */

@@ -20,11 +20,6 @@ if [ -n "${FASTMM_TEST_SLOW:-}" ] && [ -z "${FM_FUZZ_REPLAY_N:-}" ]; then
 fi
 seed=${FM_FUZZ_REPLAY_SEED:-20240601}
 
-# The target uses each block's whole usable size: under Memcheck (FM_TEST_WRAPPER=valgrind ...)
-# the library must describe blocks that way (README.md, FASTMM5_VALGRIND_SLACK).
-FASTMM5_VALGRIND_SLACK=usable
-export FASTMM5_VALGRIND_SLACK
-
 set -- "$top_srcdir"/tests/fuzz/corpus/*
 [ -e "$1" ] || set --
 echo "fuzz-replay.sh: $# corpus file(s), $n random inputs, seed $seed"

@@ -5,6 +5,8 @@
  *   clean           no error at all (the control)
  *   invalid-write   writes one byte past a 10-byte block (into its slack)
  *   read-after-free reads a freed 100-byte block
+ *   read-link-after-free  reads bytes 0 and 8 of a freed 40-byte block, where the allocator
+ *                   keeps its free-list link (two errors)
  *   uninitialised   branches on a byte malloc never initialised
  *   leak            loses the only pointer to a 300-byte block
  */
@@ -30,6 +32,14 @@ int main(int argc, char **argv)
     free(q);
     if (strcmp(mode, "read-after-free") == 0)
         sink = q[50];
+
+    char *k = get(40);
+    memset(k, 'k', 40);
+    free(k);
+    if (strcmp(mode, "read-link-after-free") == 0) {
+        sink = k[0];
+        sink = k[8];
+    }
 
     char *u = get(64);
     if (strcmp(mode, "uninitialised") == 0 && u[7] == 'z')

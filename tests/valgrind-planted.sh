@@ -44,6 +44,7 @@ run() { # mode, pattern expected in the report ("" for none), expected error cou
 run clean "" 0
 run invalid-write "Invalid write of size 1" 1
 run read-after-free "Invalid read of size 1" 1
+run read-link-after-free "Invalid read of size 1" 2
 run uninitialised "Conditional jump or move depends on uninitialised value" 1
 run leak "definitely lost" 1
 

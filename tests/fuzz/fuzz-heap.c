@@ -13,7 +13,7 @@
  * What it checks, and abort()s on (with a message saying what broke, so the fuzzer records a
  * crash and fuzz-replay a failure):
  *  - every live block holds the pattern it was filled with (slot, generation) over its whole
- *    usable size (blocks above 128 KiB: first and last 64 KiB, 64 bytes of every 64 KiB between),
+ *    requested size (blocks above 128 KiB: first and last 64 KiB, 64 bytes of every 64 KiB between),
  *    checked before every realloc and free, after a realloc over the kept prefix, after every
  *    hostile call on the block it points into, and when the input ends;
  *  - fastmm_usable_size(p) >= the requested size (== for debug blocks), alignment, calloc zeroes,
@@ -96,7 +96,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 typedef struct slot {
     unsigned char *p;   /* NULL: empty */
     size_t size;        /* the size last requested */
-    size_t filled;      /* [0, filled) holds the pattern: the usable size when it was written */
+    size_t filled;      /* [0, filled) holds the pattern: the requested size when it was written
+                         * (never more: a write past the request is undefined behaviour) */
     uint64_t key;       /* pattern key, or the 16-bit word of a forged fill */
     bool forged;        /* filled with one repeated 16-bit word (headers forged on purpose) */
     bool debug;         /* a debug block: usable size == requested size */
@@ -283,7 +284,7 @@ NO_COVERAGE static size_t check_bytes(const unsigned char *b, size_t n, unsigned
     return SIZE_MAX;
 }
 
-/* Blocks up to 128 KiB hold the pattern in every usable byte. Bigger ones hold it in their first
+/* Blocks up to 128 KiB hold the pattern in every requested byte. Bigger ones hold it in their first
  * and last 64 KiB and in the first 64 bytes of every 64 KiB in between (a realloc also checks the
  * 64 bytes before the end of what it keeps): writing and reading every byte, and faulting in every
  * page, of hundreds of kilobytes at each operation would leave the fuzzer little time for
@@ -412,7 +413,7 @@ static void release(unsigned i)
     s->p = NULL;
 }
 
-/* Takes a new block into slot i: checks it, then fills its whole usable area. */
+/* Takes a new block into slot i: checks it, then fills the size it requested. */
 static void adopt(unsigned i, void *p, size_t size, size_t align, bool debug, int expect_fill, const char *what)
 {
     slot_t *s = &slots[i];
@@ -437,9 +438,9 @@ static void adopt(unsigned i, void *p, size_t size, size_t align, bool debug, in
                  expect_fill);
     }
     generation++;
-    *s = (slot_t){p, size, u, mix64(generation * 0x9E3779B97F4A7C15ULL + i), false, debug};
-    fill_pattern(s->p, u, 0, u, s);
-    live_bytes += u;
+    *s = (slot_t){p, size, size, mix64(generation * 0x9E3779B97F4A7C15ULL + i), false, debug};
+    fill_pattern(s->p, size, 0, size, s);
+    live_bytes += size;
 }
 
 /* A size for the op: mostly small, then medium, large and the managers' edges (block sizes of a
@@ -697,12 +698,12 @@ static void do_realloc(unsigned i, size_t n, unsigned count, const char *what)
     expect_no_event(before, "fastmm_usable_size after realloc");
     if (u < n || (debug && u != n))
         fail("%s(%zu): fastmm_usable_size %zu (%s block)", what, n, u, debug ? "debug" : "normal");
-    live_bytes = live_bytes - s->filled + u;
+    live_bytes = live_bytes - s->filled + n;
     s->p = q;
     s->size = n;
-    s->filled = u;
+    s->filled = n;
     s->debug = debug;
-    fill_pattern(q, u, 0, u, s); /* all of it: the parts that hold the pattern depend on the size */
+    fill_pattern(q, n, 0, n, s); /* all of it: the parts that hold the pattern depend on the size */
     if (debug)
         debug_used = true;
 }
