@@ -5,7 +5,7 @@
  * LD_PRELOAD=libfastmm5.so.1: the library also exports the C library's allocation names
  * (malloc, free, ...), so it becomes the process's allocator either way.
  *
- * Sections mirror doc/design.md and design/API.md. Names in sections 1-5 are a fixed contract.
+ * Sections mirror doc/design.md and doc/api-contract.md. Names in sections 1-5 are a fixed contract.
  */
 #ifndef FASTMM5_H
 #define FASTMM5_H
@@ -194,7 +194,7 @@ FASTMM_API void fastmm_get_contention(fastmm_contention_t *out);
 FASTMM_API void fastmm_write_usage_report(int fd);
 
 /* ===================================================================================== */
-/* 5b. Heap walk, per-class state, state log, JSON (issue 8; lib/walk.c).                 */
+/* 5b. Heap walk, per-class state, state log, JSON (lib/walk.c).                 */
 /* ===================================================================================== */
 
 /* Block types, also used as bits of fastmm_walk_options_t.types (FastMM5's
@@ -297,7 +297,7 @@ FASTMM_API bool fastmm_log_state(const char *path);
 FASTMM_API void fastmm_write_json(int fd);
 
 /* ===================================================================================== */
-/* 6. Tuning (issue 8; lib/tuning.c). Each is also settable through FASTMM5_* variables.   */
+/* 6. Tuning (lib/tuning.c). Each is also settable through FASTMM5_* variables.   */
 /* ===================================================================================== */
 
 /* FastMM5's optimization strategy: medium spans of 4 MiB (speed), 3 MiB (balanced, default) or

@@ -1,7 +1,7 @@
 /*
  * debug.c - FastMM5's debug mode: every block allocated while it is active is wrapped in a
  * 64-byte header and a footer, filled with 0x90, and checked when it is freed, reallocated,
- * reused after being freed, and by fastmm_debug_scan (facts section 4).
+ * reused after being freed, and by fastmm_debug_scan (doc/fastmm5-facts.md section 4).
  *
  *   outer block (small/medium/large, flag DEBUG_INFO)
  *   [ debug header, 64 bytes | user data, user_size bytes | footer ]
@@ -1142,7 +1142,7 @@ size_t fm_debug_check_at_exit(void)
     return fastmm_debug_scan();
 }
 
-/* ---- for walk.c (issue 8, appended): everything a debug block records ---- */
+/* ---- for walk.c (appended): everything a debug block records ---- */
 
 /* False unless `outer` carries DEBUG_INFO and an intact header. The traces point into the
  * block's footer; free_trace is NULL for a block in use. */

@@ -1,6 +1,6 @@
 /*
  * large.c - the large block manager: requests above 558904 bytes get their own mapping, rounded
- * to 64 KiB, with the 64-byte header in front of the user pointer (facts 2.5, 3.3).
+ * to 64 KiB, with the 64-byte header in front of the user pointer (doc/fastmm5-facts.md 2.5, 3.3).
  *
  * The arenas only keep lists of live blocks (for walkers and usage reports); their locks are
  * never waited for by a free, which queues the block on the arena's pending stack instead. Every

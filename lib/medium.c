@@ -1,7 +1,7 @@
 /*
  * medium.c - the medium block manager: blocks of 2880 .. 558912 bytes carved from OS spans, kept
  * in 1024 size bins with a two-level bitmap, coalesced with both neighbours on free, and a span
- * given back to the OS when all of it is free (FastMM5's design, facts sections 2.4, 2.9, 11.3-4).
+ * given back to the OS when all of it is free (FastMM5's design, doc/fastmm5-facts.md sections 2.4, 2.9, 11.3-4).
  *
  * Small-block spans are medium blocks too (is_small_span in their header).
  *

@@ -1,5 +1,5 @@
 /*
- * realloc.c - FastMM5's resize policy across the three block kinds (facts section 3).
+ * realloc.c - FastMM5's resize policy across the three block kinds (doc/fastmm5-facts.md section 3).
  *
  *   small   shrink in place while 4*new + 64 >= old; grow by moving to max(2*old + 32, new)
  *   medium  grow into a free neighbour, else move, to max(old + old/4, new); shrink only below

@@ -1,6 +1,6 @@
 /*
  * small.c - the small block manager: requests of 0 .. 2622 bytes in FastMM5's 51 size classes
- * (61 on 32-bit), served from spans that are themselves medium blocks (facts 2.3, 2.7, 11.1-2).
+ * (61 on 32-bit), served from spans that are themselves medium blocks (doc/fastmm5-facts.md 2.3, 2.7, 11.1-2).
  *
  * A block comes from, in order: the class's pending-free stack, a partially free span, or the
  * lock-free sequential feed of the newest span (handed out from its top block downwards).
@@ -17,7 +17,7 @@ bool fm_small_keep_empty_spans; /* debug option FASTMM_DEBUG_NEVER_FREE_SMALL_SP
 #define FEED_ABA(v) ((v) >> 32)
 #define FEED_PACK(aba, offset) (((uint64_t)(aba) << 32) | (uint32_t)(offset))
 
-/* FastMM5's span sizing (facts 2.3): at least 16 blocks; ideally 64, within 19264 .. 101184. */
+/* FastMM5's span sizing (doc/fastmm5-facts.md 2.3): at least 16 blocks; ideally 64, within 19264 .. 101184. */
 static void size_spans(fm_small_manager_t *m)
 {
     size_t bs = m->block_size;

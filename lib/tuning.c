@@ -1,5 +1,5 @@
 /*
- * tuning.c - the run-time tuning API (issue 8): FastMM5's optimization strategy, the memory
+ * tuning.c - the run-time tuning API: FastMM5's optimization strategy, the memory
  * usage limit, and the nested minimum alignment.
  *
  * Strategy: fm_options.strategy is read by medium.c for every new span (fm_options_medium_span_size)
@@ -7,7 +7,7 @@
  * (whether its mapping may be kept), so a switch needs nothing more than the store and, into
  * low-memory, giving back what the other strategies kept.
  *
- * Minimum alignment, as FastMM5 does it (facts section 2.10): medium and large blocks are always
+ * Minimum alignment, as FastMM5 does it (doc/fastmm5-facts.md section 2.10): medium and large blocks are always
  * 64-byte aligned and a small block is aligned to the largest power of two dividing its class
  * size (small spans start 64-byte aligned and carry a 64-byte header), so a coarser alignment
  * only changes which class serves a request. The request -> class table (fm_small_lookup,

@@ -1,7 +1,7 @@
 /*
  * check_alloc.c - allocation: sizes, size classes, alignment, calloc, aligned allocation.
  *
- * Guards design/API.md section 1 and the FastMM5 geometry of reference/fastmm5-facts.md 2.1-2.5:
+ * Guards doc/api-contract.md section 1 and the FastMM5 geometry of doc/fastmm5-facts.md 2.1-2.5:
  * every request lands in the size class / medium bin / large granule FastMM5 would pick, the
  * reported usable size is exactly that block's capacity, blocks are aligned and never overlap.
  */

@@ -2,7 +2,7 @@
  * check_debug.c - debug mode: fill patterns, corruption and misuse reports, mode switching,
  * stack traces, allocation numbers and groups, leak reports, memory growth.
  *
- * Guards include/fastmm5.h sections 2-4 and reference/fastmm5-facts.md section 4: a block
+ * Guards include/fastmm5.h sections 2-4 and doc/fastmm5-facts.md section 4: a block
  * allocated while debug mode is active is a debug block (usable size == requested size, filled
  * with 0x90, 0x80 plus the freed-object marker once freed) and keeps that treatment after debug
  * mode ends; a write past its end, into its header, or into it after it was freed, a double free,
@@ -306,7 +306,7 @@ static int make_tmp(char *path, size_t cap)
 /* 1. Fill patterns                                                                             */
 /* ------------------------------------------------------------------------------------------ */
 
-/* Guards the fill patterns (facts 4.4, 4.5): every user byte of a new debug block of 1 to 1025
+/* Guards the fill patterns (doc/fastmm5-facts.md 4.4, 4.5): every user byte of a new debug block of 1 to 1025
  * bytes is 0x90 and its usable size is exactly the request; right after free every byte is 0x80
  * except, from 16 bytes up, the first word, which holds the freed-object marker - one value,
  * the same for every freed block, and neither fill pattern. calloc gives zeros instead of 0x90,
@@ -412,7 +412,7 @@ static void scan_detects_byte(unsigned char *p, size_t n, size_t k)
             n, k, want, runs_line(ev_text));
 }
 
-/* Guards the freed-pattern check at every byte position (facts 4.5, 4.8; issue #59 - offset 0
+/* Guards the freed-pattern check at every byte position (doc/fastmm5-facts.md 4.5, 4.8; issue #59 - offset 0
  * always reported): for freed debug blocks of 1..65, 257 and twelve medium sizes, a one-byte
  * write at each offset in turn is found by fastmm_debug_scan(), which returns 1 and reports
  * MODIFIED_AFTER_FREE for that block with exactly "offset(1)"; an untouched freed block never
@@ -598,7 +598,7 @@ static const char *const misuse_names[] = {"one-byte overrun", "header write", "
 static const size_t misuse_sizes[] = {40, 20000, MIB};
 #define N_MISUSE_SIZES 3
 
-/* Guards the five misuse reports (facts 4.6) for a small (40 B), a medium (20000 B) and a large
+/* Guards the five misuse reports (doc/fastmm5-facts.md 4.6) for a small (40 B), a medium (20000 B) and a large
  * (1 MiB) debug block under FASTMM_ON_ERROR_CONTINUE:
  *   overrun p[size]   -> fastmm_debug_scan() finds the live block (returns 1, FOOTER_CORRUPTION),
  *                        then free raises FOOTER_CORRUPTION (block p, size, allocation number
@@ -769,7 +769,7 @@ END_TEST
 /* Options, stack depth, groups, allocation numbers, hooks                                      */
 /* ------------------------------------------------------------------------------------------ */
 
-/* Guards fastmm_debug_options/set_options: the default is both FastMM5 options (facts 4.9), and
+/* Guards fastmm_debug_options/set_options: the default is both FastMM5 options (doc/fastmm5-facts.md 4.9), and
  * every combination of the three flags reads back as set. */
 START_TEST(test_options_roundtrip)
 {
@@ -1102,7 +1102,7 @@ END_TEST
 /* ------------------------------------------------------------------------------------------ */
 
 /* Guards that debug blocks keep their debug treatment outside debug mode and normal blocks keep
- * theirs inside it (facts 4.1, 4.6): a debug block reallocated in normal mode (small -> medium
+ * theirs inside it (doc/fastmm5-facts.md 4.1, 4.6): a debug block reallocated in normal mode (small -> medium
  * -> large -> small) stays a debug block (usable size == request, contents kept), an overrun of a
  * debug block is still reported after debug mode ended, freeing it in normal mode leaves the
  * freed image, a double free of it is reported; a normal block reallocated in debug mode
@@ -1238,7 +1238,7 @@ static void *nest_thread(void *arg)
     return NULL;
 }
 
-/* Guards the nested mode counter under threads (facts 4.1): four threads each do
+/* Guards the nested mode counter under threads (doc/fastmm5-facts.md 4.1): four threads each do
  * enter / malloc / exit 1000 times while handing their blocks to each other to free; every
  * block allocated between a thread's enter and exit is a debug block (0x90 fill, usable size ==
  * request) whatever the other threads do, and at the end the counter is back at zero: debug
@@ -1373,7 +1373,7 @@ static double now_seconds(void)
 }
 
 /* Guards the scan against concurrent allocation, free and in-place or moving realloc in other
- * threads (facts 4.8: blocks being rewritten are skipped while their DEBUG_INFO flag is clear,
+ * threads (doc/fastmm5-facts.md 4.8: blocks being rewritten are skipped while their DEBUG_INFO flag is clear,
  * or retried): fastmm_debug_scan(), called over and over while two threads churn debug blocks and
  * a third keeps reallocating a few in place, never reports anything. The scanning starts once
  * all three run and goes on for 2 s (0.5 s under FASTMM_TEST_SLOW), and at least until each has
@@ -1498,7 +1498,7 @@ static size_t mem_run(int debug, unsigned options, int round, size_t *peak)
     return fastmm_os_memory();
 }
 
-/* Guards bounded memory in debug mode (facts 4.9, issues #64/#82: 8 threads x 30k random
+/* Guards bounded memory in debug mode (doc/fastmm5-facts.md 4.9, issues #64/#82: 8 threads x 30k random
  * allocations of up to 70000 bytes grew to 1.12 GB): the same churn (8 threads x 10000) in debug
  * mode, under each of the four combinations of the two FastMM5 options, holds at most 4x the OS
  * memory of the normal-mode run, both at its peak (sampled while the threads run, and when they
@@ -1533,7 +1533,7 @@ END_TEST
 /* ------------------------------------------------------------------------------------------ */
 
 
-/* Guards FastMM5's erase modes (facts 4.10): erase-allocated fills the whole usable area of a
+/* Guards FastMM5's erase modes (doc/fastmm5-facts.md 4.10): erase-allocated fills the whole usable area of a
  * new malloc block with 0x90 but leaves calloc zeroed; erase-freed fills a freed block's usable
  * area with 0x80 (read back here from a still-mapped small block: its first word holds the
  * free-list link, so the check starts at 16); both are nested counters that report their state,

@@ -1,7 +1,7 @@
 /*
  * check_errors.c - errno/NULL results and invalid-pointer handling.
  *
- * Guards design/API.md sections 1 and 3: glibc's error results at every edge (ENOMEM for sizes
+ * Guards doc/api-contract.md sections 1 and 3: glibc's error results at every edge (ENOMEM for sizes
  * that overflow or exceed PTRDIFF_MAX, EINVAL for bad alignments, *out untouched, errno kept by
  * free), and that a pointer the heap does not own - or no longer owns - is reported as
  * FASTMM_EVENT_INVALID_POINTER, to the handler and to standard error, then aborts the process by

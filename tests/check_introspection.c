@@ -1,5 +1,5 @@
 /*
- * check_introspection.c - suite "introspection" (issue 8): the block walker, the per-class
+ * check_introspection.c - suite "introspection": the block walker, the per-class
  * state, the state log, the JSON dump, the glibc statistics calls, and the tuning API (memory
  * limit, strategy, minimum alignment).
  *

@@ -1,10 +1,10 @@
 /*
  * check_realloc.c - realloc: FastMM5's in-place / move policy and content preservation.
  *
- * Guards reference/fastmm5-facts.md section 3 (exact FastMM5 policy): small blocks shrink in
+ * Guards doc/fastmm5-facts.md section 3 (exact FastMM5 policy): small blocks shrink in
  * place iff 4*new + 64 >= old and always move to max(2*old + 32, new) to grow; medium blocks
  * ignore shrinks to >= old/2, shrink in place to >= 720, move to a small block below 720; large
- * blocks shrink in place to >= old/2. Plus the glibc edges of design/API.md section 1.
+ * blocks shrink in place to >= old/2. Plus the glibc edges of doc/api-contract.md section 1.
  */
 #define _GNU_SOURCE
 #include <errno.h>

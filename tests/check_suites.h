@@ -5,7 +5,7 @@
  * shared library also exports (the runner links against it, so malloc/free/... are ours too).
  *
  * The expected-size helpers below encode FastMM5's geometry for the target's pointer size
- * (reference/fastmm5-facts.md sections 2.1, 2.2, 2.4, 2.5 and 14); the tests compare the library
+ * (doc/fastmm5-facts.md sections 2.1, 2.2, 2.4, 2.5 and 14); the tests compare the library
  * against them exactly.
  */
 #ifndef CHECK_SUITES_H
@@ -106,7 +106,7 @@ static inline void *claim_usable(void *p, size_t *usable)
 /* -------------------------------------------------------------------------------------- */
 
 /* 1 on a 64-bit target, 0 on a 32-bit one (i386). The two differ only in the minimum alignment
- * and the small classes below 176 bytes (facts 2.2): 64-bit has 16, 32, .. 160 (51 classes),
+ * and the small classes below 176 bytes (doc/fastmm5-facts.md 2.2): 64-bit has 16, 32, .. 160 (51 classes),
  * 32-bit every multiple of 8 from 8 to 160 (61 classes). Medium and large are the same. */
 #if UINTPTR_MAX > 0xffffffffu
 #define FM_TEST_64BIT 1

@@ -1,7 +1,7 @@
 /*
  * check_threads.c - concurrency: churn with cross-thread frees, fork, thread turnover.
  *
- * Guards reference/fastmm5-facts.md 2.7-2.8 (arenas shared by all threads, frees to the owning
+ * Guards doc/fastmm5-facts.md 2.7-2.8 (arenas shared by all threads, frees to the owning
  * arena from any thread through pending-free lists) and the Linux port's own duties: fork
  * handlers that leave the child a usable heap, and no growth when threads come and go.
  *

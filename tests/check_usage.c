@@ -1,7 +1,7 @@
 /*
  * check_usage.c - introspection: fastmm_get_usage, fastmm_os_memory, memory going back.
  *
- * Guards design/API.md section 5 and reference/fastmm5-facts.md 2.9: allocated_bytes follows the
+ * Guards doc/api-contract.md section 5 and doc/fastmm5-facts.md 2.9: allocated_bytes follows the
  * live blocks, overhead is OS memory minus allocated, large blocks are unmapped at once, and
  * after a burst of every category is freed the OS memory held returns close to where it was.
  *

@@ -1,5 +1,5 @@
 /*
- * fuzz-heap.c - the fuzz target of libfastmm5 (issue 6, hostile input).
+ * fuzz-heap.c - the fuzz target of libfastmm5 (hostile input).
  *
  * LLVMFuzzerTestOneInput() reads its input as a program over a table of 64 slots and runs it
  * against the fastmm_* entry points (so it exercises libfastmm5 whichever malloc the process has):
