@@ -20,7 +20,8 @@
 # tests/glibc/excluded lists the tests that check glibc's implementation rather than the API,
 # each with its reason; every test of glibc's malloc/Makefile is either run or listed there.
 #
-# Environment: JOBS (parallel builds and runs, default 2); FM_GLIBC_TESTS="tst-a tst-b" runs only
+# Environment: JOBS (parallel builds and runs, default 2); FM_GLIBC_RUN_JOBS (parallel runs
+# only, default JOBS); FM_GLIBC_TESTS="tst-a tst-b" runs only
 # those; TEST_TIMEOUT_FACTOR (glibc's) multiplies the timeouts.
 # Exit: 0 all pass, 1 a test failed, 77 the glibc source cannot be had (no apt-get source, not
 # root and no deb-src entry, no network), 99 the build failed or something is missing.
@@ -71,6 +72,7 @@ fi
 
 build=$(cd "${1:-.}" && pwd) || exit 99
 jobs=${JOBS:-2}
+run_jobs=${FM_GLIBC_RUN_JOBS:-$jobs}
 lib=$build/lib/.libs/libfastmm5.so
 if [ ! -f "$lib" ]; then
     echo "ERROR: $lib not found: run it in a built libfastmm5 build directory (make first)" >&2
@@ -254,7 +256,7 @@ for t in "${tests[@]}"; do
     done
 done
 start=$SECONDS
-printf '%s %s\n' "${runs[@]}" | xargs -P "$jobs" -n 2 bash "$script" --run-one "$work" "$lib"
+printf '%s %s\n' "${runs[@]}" | xargs -P "$run_jobs" -n 2 bash "$script" --run-one "$work" "$lib"
 echo "ran in $((SECONDS - start)) s"
 
 result_of() { # TEST MODE -> result word, or "excluded"
