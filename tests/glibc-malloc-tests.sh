@@ -85,8 +85,11 @@ skip() {
 }
 
 # --- 1. The glibc source package ---------------------------------------------------------------
-libc_src=$(dpkg-query -W -f='${source:Package}' libc6 2>/dev/null) || libc_src=
-version=$(dpkg-query -W -f='${source:Version}' libc6 2>/dev/null) || version=
+# The native libc6 only: with a foreign architecture added (.ci/arch-legs installs libc6:i386)
+# dpkg-query would print one value per installed libc6, run together.
+native_libc6=libc6:$(dpkg --print-architecture 2>/dev/null)
+libc_src=$(dpkg-query -W -f='${source:Package}' "$native_libc6" 2>/dev/null) || libc_src=
+version=$(dpkg-query -W -f='${source:Version}' "$native_libc6" 2>/dev/null) || version=
 if [ -z "$version" ] || [ -z "$libc_src" ]; then
     skip "libc6 is not a Debian package here (no dpkg-query)"
 fi
