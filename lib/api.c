@@ -209,7 +209,7 @@ void *fm_alloc_aligned_untracked(size_t alignment, size_t size)
     return p;
 }
 
-/* ---- public entry points (section 1); override.c maps the C library names onto these ---- */
+/* ---- public entry points (fastmm5.h section 1); override.c maps the C library names onto these ---- */
 
 /* A free block of the class (small) or bin (medium up to 64 KiB) from this thread's cache, or
  * NULL. tracked: tell memcheck (fm_track_on; a constant false in malloc's frameless path). */
@@ -266,8 +266,8 @@ static FM_NOINLINE void *malloc_full(size_t size)
 }
 
 /* The common case in a few instructions: a block from this thread's cache. Nothing here calls a
- * function except in tail position, so the compiler needs no stack frame (with the memcheck
- * calls inline, it saved two registers and made one on every call). */
+ * function except in tail position, so the compiler needs no stack frame (a memcheck call
+ * inline here costs two saved registers and a frame on every call). */
 FM_EXPORT void *fastmm_malloc(size_t size)
 {
     fm_tcache_t *tc = fm_tcache_current;
@@ -454,8 +454,8 @@ static FM_NOINLINE void free_full(void *p)
  * Live plain small blocks, and plain medium blocks of the cached sizes while this thread's cache
  * has room, go to this thread's cache (still counted as in use by their spans, flagged FREE),
  * so no lock is taken. Like malloc's, this path calls nothing except in tail position and needs
- * no stack frame (it saved six registers on every call before). Everything else continues in
- * free_full.
+ * no stack frame (a call in the middle, such as a memcheck notification, would make gcc save six
+ * registers on every free). Everything else continues in free_full.
  */
 FM_EXPORT void fastmm_free(void *p)
 {
@@ -535,7 +535,7 @@ FM_EXPORT void *fastmm_calloc(size_t count, size_t size)
 }
 
 /*
- * The seed's small-block fast path (a 64 -> 63 byte resize): a live plain small block whose new
+ * The in-place fast path (a 64 -> 63 byte resize, say): a live plain small block whose new
  * size keeps it in place under FastMM5's policy (no growth past its class, no shrink below a
  * quarter, realloc.c) comes straight back, after free()'s exact inline check (live_small_block);
  * so does a live plain medium block resized in place. Everything else (growth, a moving shrink,

@@ -101,8 +101,8 @@ static uint32_t xor_trace_at(const unsigned char *b, unsigned depth)
 
 /* Copies a captured trace into the footer and returns the xor of its 32-bit words: the footer's
  * sum comes from the words in hand, not from loads of the unaligned footer just written (they
- * waited for the stores). Word by word: the compiler's inline copy of a variable length was a
- * rep movsq, slow to start for 20 words. */
+ * would wait for the stores). Word by word: the compiler's inline copy of a variable length is
+ * a rep movsq, slow to start for 20 words. */
 static uint32_t store_trace(unsigned char *to, const uintptr_t *trace, unsigned depth)
 {
     uintptr_t sum = 0;
@@ -741,7 +741,7 @@ static void free_debug_block(void *p, fm_block_ref_t ref, const char *operation)
     if (ref.kind == FM_BLOCK_LARGE)
         remember_freed_large(h);
     /* Small debug blocks, and medium ones of the cached sizes, go to this thread's cache, as
-     * plain ones do: no arena lock (the two locked arena visits were a quarter of a debug
+     * plain ones do: no arena lock (two locked arena visits would be a quarter of a debug
      * allocate/free pair at 4 KiB, 20% at 64 B). LIFO per class or bin, so the block freed last
      * is still the first one reused and a write after free is caught at the next allocation of
      * that size, as in FastMM5; it keeps DEBUG_INFO and its pattern there, so the scan checks
@@ -1050,7 +1050,7 @@ bool fm_debug_scan_block(const void *outer)
     return true;
 }
 
-/* ---- public API (section 2) ---- */
+/* ---- public API (fastmm5.h section 2) ---- */
 
 FM_EVERY_PROCESS void fm_debug_init(void)
 {

@@ -232,7 +232,7 @@ bool fm_event_set_log_path(const char *path)
 FM_EVERY_PROCESS void fm_event_lock(void) { fm_lock_wait(&report_lock); }
 FM_EVERY_PROCESS void fm_event_unlock(void) { fm_lock_release(&report_lock); }
 
-/* ---- public API (section 3) ---- */
+/* ---- public API (fastmm5.h section 3) ---- */
 
 FM_EXPORT void fastmm_set_event_handler(fastmm_event_handler_t h, void *user)
 {

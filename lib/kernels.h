@@ -70,8 +70,8 @@ extern bool fm_kernels_avx2_disabled;
 
 /* The check and the fill the library calls. Below the sizes where an assembly kernel engages they
  * call the C twins directly, not through fm_kernels: a small block then runs the same
- * instructions in every build and with every kernel set (the seed measured a 3.6% loss at 64 B
- * from a SIMD entry on the small path), and only larger blocks pay for the indirect call.
+ * instructions in every build and with every kernel set (a SIMD entry on the small path costs
+ * 3.6% at 64 B), and only larger blocks pay for the indirect call.
  * fm_fill_c, not memset itself: knowing the size is below 1 KiB, gcc expands an inline memset
  * into `rep stosq`, whose start-up made a 256-byte debug pair 27% slower. */
 FM_INLINE bool fm_check_fill(const void *p, uint8_t byte, size_t n)

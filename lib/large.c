@@ -98,17 +98,14 @@ static size_t retained_bytes;
  * thread often has the large blocks to itself that long while the others wait for the memory
  * map's lock). Not trimming at all left 2.2x glibc's peak RSS. So with
  * several threads a mapping is trimmed whole (all but the header's page) at the free that ends
- * its FM_LARGE_SHORT_REUSES_PER_TRIM-th reuse by a smaller block: one shootdown per that many
- * frees, and a mapping holds the pages of at most that many users (every 64th, sweep-large at
- * 2 and 4 threads: 0.95-1.41x glibc's peak RSS at 0.93-1.03x its speed, as many page faults as
- * glibc; every 16th: 0.7-0.97x its RSS at 0.86-0.88x its speed). Since 2026-12-01 every 48th, with the
- * spare budget below doubled: at 4 threads the 16 MiB budget was passed at about every other
- * reuse (16 live blocks with ~1.7 MiB of possibly written spare each), and each pass trimmed
- * the spare chunks, one more shootdown: 7013 of the 7832 madvise calls of `sweep large 4 30000`
- * (glibc: 4213). Harness, 15 pairs, glibc's speed / peak RSS at 2 and 4 threads: every 64th and
- * 16 MiB 1.01 / 1.16 and 0.92 / 0.89; every 48th and 32 MiB 1.03 / 1.08 and 1.05 / 0.99; every
- * 32nd 0.96 / 0.95 and 0.99 / 0.81; every 64th and 32 MiB 1.12 / 1.28 and 1.06 / 1.11.
- * Whatever releases pages, the
+ * its FM_LARGE_SHORT_REUSES_PER_TRIM-th (48th) reuse by a smaller block: one shootdown per that
+ * many frees, and a mapping holds the pages of at most that many users. 48 with a spare budget
+ * of 32 MiB (FM_LARGE_SPARE_BUDGET) is the pair that keeps sweep-large at 2 and 4 threads at
+ * glibc's speed and within its peak RSS (harness, 15 pairs: 1.03 / 1.08 and 1.05 / 0.99, speed /
+ * RSS x glibc's); a 16 MiB spare budget is passed at about every other reuse at 4 threads (16
+ * live blocks with ~1.7 MiB of possibly written spare each), each pass one more shootdown; every
+ * 32nd trims more than it saves, every 64th keeps more (doc/experiments.md, "Kept large
+ * mappings", has each variant's figures). Whatever releases pages, the
  * next user's first writes fault: in that loop peak RSS and page faults trade against each
  * other, and glibc's trims of its heap top put it at one fault per block.
  * A second thread seen switches to that mode until ONE_THREAD_AGAIN operations in a row came
@@ -161,10 +158,10 @@ static void trim_stale(fm_large_header_t *h, size_t used)
 }
 
 /* How many bytes of freed mappings may be kept (under retain_lock): a third of the OS memory
- * the allocator holds besides them, at least RETAIN_BYTES and at most RETAIN_MAX_BYTES. A fixed
- * 32 MiB made a program whose live large blocks are hundreds of MiB (mimalloc-bench's
- * malloc-large: 20 live blocks of 5-25 MiB, each zeroed by its user) unmap nearly every freed
- * block and fault every page of the next one in again (6.1 M page faults against glibc's 0.5 M,
+ * the allocator holds besides them, at least RETAIN_BYTES and at most RETAIN_MAX_BYTES. With a
+ * fixed 32 MiB, a program whose live large blocks are hundreds of MiB (mimalloc-bench's
+ * malloc-large: 20 live blocks of 5-25 MiB, each zeroed by its user) unmaps nearly every freed
+ * block and faults every page of the next one in again (6.1 M page faults against glibc's 0.5 M,
  * 2.7x its time); glibc keeps such blocks in its heap. Counted at every free, the budget follows
  * the heap down too: when the program has freed its big blocks, the next free evicts the kept
  * ones down to what the rest allows. */
@@ -301,9 +298,9 @@ static fm_large_header_t *take_retained(size_t map_size)
     if (h == NULL)
         return NULL;
     /* Beyond the block: spare chunks. Where earlier users wrote them, they count in the budget;
-     * over it, those pages go back now. (Cutting the mapping to the block's size instead, as
-     * this did before, made the kept mappings ever smaller: sweep-large at 2 threads then made
-     * 130-230 fresh mappings per run instead of 50-80, each page of them a fault.) */
+     * over it, those pages go back now and the mapping stays whole (cutting it to the block's
+     * size would make the kept mappings ever smaller: sweep-large at 2 threads then makes
+     * 130-230 fresh mappings per run instead of 50-80, each page of them a fault). */
     h->spare_chunks = (uint32_t)((h->map_size - map_size) >> 16);
     h->charged_chunks = 0;
     size_t touched = (size_t)h->touched_chunks << 16;

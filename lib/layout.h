@@ -2,7 +2,7 @@
  * layout.h - block and span layouts, FastMM5's size geometry, and the inline decoders that read
  * them. Every structure that must not move has a static assertion saying why.
  *
- * The 16-bit flag word directly before every user pointer (FastMM5's, section 2.6 of the facts):
+ * The 16-bit flag word directly before every user pointer (FastMM5's, doc/fastmm5-facts.md 2.6):
  *
  *    bit  0  FREE        the block is free (or queued on a pending-free list)
  *    bit  1  DEBUG_INFO  the payload starts with a debug header (debug-mode block)

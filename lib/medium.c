@@ -167,8 +167,8 @@ static void release_uncoalesced_span(fm_medium_manager_t *m, fm_medium_span_t *s
  * least PURGE_MIN_BLOCK bytes that stays free for PURGE_DELAY_MS is given back (MADV_DONTNEED,
  * all of it but the pages holding its header, bin links, stamp and boundary tag); one that is
  * reused within the delay keeps its pages, so a program that frees and reallocates big blocks
- * at a high rate pays no page faults for it (giving back every such block at once made a
- * medium-size sweep 28x slower: every reuse faulted its pages in again, ~15 us each here).
+ * at a high rate pays no page faults for it (giving back every such block at once makes a
+ * medium-size sweep 28x slower: every reuse faults its pages in again, ~15 us each).
  * Debug blocks are never given back: their freed pattern is checked on reuse.
  * The free block records when it was freed in the word after its bin links (PURGED: given back
  * already); merging makes a new block with a new stamp. At most one pass per delay, started by
@@ -532,14 +532,11 @@ static void *alloc_in_locked(fm_medium_manager_t *m, size_t size, bool may_map, 
 /* This thread's home arena: its thread id modulo the arena count. Its scans start there instead
  * of at arena 0 (FastMM5's order): two threads then do not both try the same arena first and
  * queue on its lock, and a thread tends to reuse the blocks it freed, which went back to its own
- * arena's spans (sweep-medium at 2 threads lost 3x to glibc on arena 0's lock). The home never
- * moves. It used to follow the thread: first to the arena where it found room, then to where it
- * last carved new space - which it does when its home is locked by another thread taking a free
- * block there, so two threads soon shared one home and waited on each other's lock. Moving only
- * on carving (since c22aadd) still left `sweep medium 2 100000` bimodal (15 runs: 41-63 ms, and
- * 74-76 ms in 2 of them; glibc 49-61) and 4 threads at 85-105 ms; with the home fixed 45-62 ms
- * and 80-96 ms. mix at 2 and 4 threads within noise (15 alternating runs: 48.7 and 49.4 ms,
- * glibc 52.1). */
+ * arena's spans (sweep-medium at 2 threads loses 3x to glibc on arena 0's lock). The home never
+ * moves: a home that follows the thread (to where it found room, or to where it last carved new
+ * space, which it does whenever its home is locked by another thread taking a block there) soon
+ * has two threads sharing one home and waiting on each other's lock (doc/experiments.md,
+ * "Medium arenas": `sweep medium 2` bimodal and 4 threads 10% slower that way). */
 static unsigned first_arena(void) { return fm_os_thread_id() % FM_MEDIUM_ARENAS; }
 
 static fm_medium_manager_t *alloc_locked(size_t size, void **out)
@@ -552,9 +549,9 @@ static fm_medium_manager_t *alloc_locked(size_t size, void **out)
         /* Attempt 0 (not in FastMM5): a block bigger than the thread caches keep comes from the
          * home arena's free blocks or its feed before any other arena's free blocks. Taking
          * those (and freeing them back there later) moves the other thread's arena lock, bins
-         * and bitmaps between CPUs: with two threads sweeping medium sizes, 11% of the
-         * allocations came from the other's arena, a thread's medium operation cost 1.46x its
-         * one-thread time (glibc's 1.14x), and the run 0.89x glibc's speed (RESULTS-home). */
+         * and bitmaps between CPUs: without this step, with two threads sweeping medium sizes,
+         * 11% of the allocations come from the other's arena, a thread's medium operation costs
+         * 1.46x its one-thread time (glibc's 1.14x), and the run 0.89x glibc's speed. */
         if (size > BIGGER_THAN_CACHED) {
             fm_medium_manager_t *m = &fm_medium_managers[first];
             if (fm_lock_try(&m->lock)) {

@@ -5,7 +5,7 @@
 #include "internal.h"
 
 /* Block sizes include the 2-byte flag word, so a class serves requests up to size - 2. The step
- * widens with the size so that the waste stays near 10% (FastMM5's table, facts section 2.2). */
+ * widens with the size so that the waste stays near 10% (FastMM5's table, doc/fastmm5-facts.md 2.2). */
 const uint16_t fm_small_class_sizes[FM_SMALL_CLASS_COUNT] = {
 #if UINTPTR_MAX > 0xffffffffu
     16, 32, 48, 64, 80, 96, 112, 128, 144, 160,
