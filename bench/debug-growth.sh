@@ -1,6 +1,6 @@
 #!/bin/sh
-# debug-growth.sh - the seed issue's debug-mode growth scenario at full size, for every
-# combination of FastMM5's two debug options: 8 threads x 30,000 iterations of
+# debug-growth.sh - FastMM5's debug-mode growth scenario (doc/fastmm5-facts.md 4.9) at full
+# size, for every combination of FastMM5's two debug options: 8 threads x 30,000 iterations of
 # malloc(random 1..70,000) + fill + free, then the OS memory libfastmm5 still holds, against the
 # same run in normal mode. FastMM5 held 1,065-1,195 MB here with its default options (vs 15.7 MB
 # in normal mode); the bar for libfastmm5 is within 4x of normal mode for every combination.

@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench/fuzz-long.sh - the long fuzz run of libfastmm5 (issue 6), for a bench run; `make fuzz-long`
+# bench/fuzz-long.sh - the long fuzz run of libfastmm5, for a bench run; `make fuzz-long`
 # in a configured build directory runs it (FUZZ_ARGS='--seconds N ...' passes options).
 #
 #   bench/fuzz-long.sh [--seconds N] [--sanitize LIST] [-- LIBFUZZER-FLAGS...]

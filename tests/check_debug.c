@@ -412,9 +412,9 @@ static void scan_detects_byte(unsigned char *p, size_t n, size_t k)
             n, k, want, runs_line(ev_text));
 }
 
-/* Guards the freed-pattern check at every byte position (doc/fastmm5-facts.md 4.5, 4.8; issue #59 - offset 0
- * always reported): for freed debug blocks of 1..65, 257 and twelve medium sizes, a one-byte
- * write at each offset in turn is found by fastmm_debug_scan(), which returns 1 and reports
+/* Guards the freed-pattern check at every byte position (doc/fastmm5-facts.md 4.5, 4.8: a write
+ * at offset 0 is reported as offset 0): for freed debug blocks of 1..65, 257 and twelve medium
+ * sizes, a one-byte write at each offset in turn is found by fastmm_debug_scan(), which returns 1 and reports
  * MODIFIED_AFTER_FREE for that block with exactly "offset(1)"; an untouched freed block never
  * reports. Two separate runs in one medium block are listed as "a(3), b(1)". The next
  * allocation of the same size reuses the freed block (LIFO) and checks it first: a modified byte
@@ -1498,8 +1498,8 @@ static size_t mem_run(int debug, unsigned options, int round, size_t *peak)
     return fastmm_os_memory();
 }
 
-/* Guards bounded memory in debug mode (doc/fastmm5-facts.md 4.9, issues #64/#82: 8 threads x 30k random
- * allocations of up to 70000 bytes grew to 1.12 GB): the same churn (8 threads x 10000) in debug
+/* Guards bounded memory in debug mode (doc/fastmm5-facts.md 4.9: in FastMM5, 8 threads x 30k
+ * random allocations of up to 70000 bytes grow to 1.12 GB): the same churn (8 threads x 10000) in debug
  * mode, under each of the four combinations of the two FastMM5 options, holds at most 4x the OS
  * memory of the normal-mode run, both at its peak (sampled while the threads run, and when they
  * have exited) and after the run (pending frees processed, heap trimmed); baselines below 16 MiB

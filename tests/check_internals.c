@@ -193,8 +193,8 @@ END_TEST
 
 /* Guards: a kept mapping reused by a smaller block keeps its whole size even when the pages
  * earlier users wrote beyond the block would take the spare budget (FM_LARGE_SPARE_BUDGET) over:
- * those pages go back instead (the mapping used to be cut to the block's size, and the kept
- * mappings became ever smaller). Within the budget they stay. */
+ * those pages go back instead (cutting the mapping to the block's size would make the kept
+ * mappings ever smaller). Within the budget they stay. */
 START_TEST(large_spare_over_budget_trimmed_not_cut)
 {
     if (!dontneed_works()) {
