@@ -30,7 +30,6 @@
 #define FM_REGION_TYPE_MASK 63u
 bool fm_pagemap_register(const void *base, size_t size, const void *owner, unsigned type);
 void fm_pagemap_unregister(const void *base, size_t size);
-size_t fm_pagemap_bytes(void);
 #if UINTPTR_MAX > 0xffffffffu
 #define FM_PAGEMAP_ADDRESS_BITS 48
 #else
@@ -215,7 +214,6 @@ FM_INLINE bool fm_small_is_fed(const fm_small_span_t *s, const void *p)
 FM_INLINE uintptr_t fm_small_seal_of(const fm_small_span_t *span) { return (uintptr_t)span ^ fm_small_seal_key; }
 bool fm_small_drain_all(void);
 void fm_small_trim(void);
-void fm_small_lock_all(void);
 void fm_small_unlock_all(void);
 uint64_t fm_small_contention(void);
 uint64_t fm_small_served(void);
