@@ -144,8 +144,11 @@ void fm_event_raise_leak(fastmm_event_type_t type, const void *block, size_t siz
 bool fm_event_log_enabled(void);
 void fm_event_set_leak_fd(int fd);
 void fm_event_invalid_pointer(const char *operation, const void *p, const char *why);
-/* A freed block's flag word was overwritten: reported as header corruption; the block stays out. */
-void fm_event_freed_block_damaged(const char *operation, const void *p, unsigned flags);
+/* A plain block's flag word was overwritten: header corruption. live_kind NULL: a freed block
+ * about to be reused (it stays out of use); else an operation on a live block of that kind and
+ * usable size (refused; the block stays allocated). */
+void fm_event_header_damaged(const char *operation, const void *p, unsigned flags, const char *live_kind,
+                             size_t usable);
 bool fm_event_set_log_path(const char *path);
 /* Around the exit check of debug blocks (init.c): while on, events are reported but never abort. */
 void fm_event_exit_check(bool on);
