@@ -859,27 +859,9 @@ bool fm_debug_report_damaged_header(const char *operation, const void *p)
     const char *kind;
     if (!fm_block_start_damaged(p, &usable, &kind))
         return false;
-    fm_report_t r;
-    fm_report_begin(&r);
-    fm_report_str(&r, "libfastmm5: the block's header was overwritten (a write before the start of the block)");
-    fm_report_str(&r, "\nDetected by: ");
-    fm_report_str(&r, operation);
-    fm_report_str(&r, ", thread ");
-    fm_report_dec(&r, fm_os_thread_id());
-    fm_report_str(&r, "\nBlock: ");
-    fm_report_hex(&r, (uintptr_t)p);
-    fm_report_str(&r, ", a ");
-    fm_report_str(&r, kind);
-    fm_report_str(&r, " block of ");
-    fm_report_dec(&r, usable);
-    fm_report_str(&r, " usable bytes; its flag word, the 2 bytes before it, is ");
     uint16_t flags;
     memcpy(&flags, (const char *)p - 2, sizeof flags);
-    fm_report_hex(&r, flags);
-    fm_report_str(&r, ". The operation was refused; the block stays allocated.");
-    fm_report_str(&r, "\nCurrent memory dump of 32 bytes starting 16 bytes before the block:");
-    fm_report_dump(&r, (const char *)p - 16, 32);
-    fm_event_raise(FASTMM_EVENT_HEADER_CORRUPTION, p, 0, 0, &r);
+    fm_event_header_damaged(operation, p, flags, kind, usable);
     return true;
 }
 

@@ -167,20 +167,43 @@ void fm_event_raise_leak(fastmm_event_type_t type, const void *block, size_t siz
     fm_lock_release(&report_lock);
 }
 
-void fm_event_freed_block_damaged(const char *operation, const void *p, unsigned flags)
+/* The one report of a plain block whose flag word was overwritten, in its two wordings: a freed
+ * block the thread cache was about to hand out (kept out of use), or a live one an operation was
+ * given (refused), with the bytes around the flag word. */
+void fm_event_header_damaged(const char *operation, const void *p, unsigned flags, const char *live_kind,
+                             size_t usable)
 {
     fm_report_t r;
     fm_report_begin(&r);
-    fm_report_str(&r, "libfastmm5: header corruption found by ");
-    fm_report_str(&r, operation);
-    fm_report_str(&r, "(): the freed block ");
-    fm_report_hex(&r, (uintptr_t)p);
-    fm_report_str(&r, " has a damaged header (flag word ");
-    fm_report_hex(&r, flags);
-    fm_report_str(&r, ").\nSomething wrote just before the block, or past the end of the block below it, while it "
-                      "was free. The block is kept out of use.\nThread: ");
-    fm_report_dec(&r, fm_os_thread_id());
-    fm_report_str(&r, ".");
+    if (live_kind == NULL) {
+        fm_report_str(&r, "libfastmm5: header corruption found by ");
+        fm_report_str(&r, operation);
+        fm_report_str(&r, "(): the freed block ");
+        fm_report_hex(&r, (uintptr_t)p);
+        fm_report_str(&r, " has a damaged header (flag word ");
+        fm_report_hex(&r, flags);
+        fm_report_str(&r, ").\nSomething wrote just before the block, or past the end of the block below it, "
+                          "while it was free. The block is kept out of use.\nThread: ");
+        fm_report_dec(&r, fm_os_thread_id());
+        fm_report_str(&r, ".");
+    } else {
+        fm_report_str(&r, "libfastmm5: the block's header was overwritten (a write before the start of the block)");
+        fm_report_str(&r, "\nDetected by: ");
+        fm_report_str(&r, operation);
+        fm_report_str(&r, ", thread ");
+        fm_report_dec(&r, fm_os_thread_id());
+        fm_report_str(&r, "\nBlock: ");
+        fm_report_hex(&r, (uintptr_t)p);
+        fm_report_str(&r, ", a ");
+        fm_report_str(&r, live_kind);
+        fm_report_str(&r, " block of ");
+        fm_report_dec(&r, usable);
+        fm_report_str(&r, " usable bytes; its flag word, the 2 bytes before it, is ");
+        fm_report_hex(&r, flags);
+        fm_report_str(&r, ". The operation was refused; the block stays allocated.");
+        fm_report_str(&r, "\nCurrent memory dump of 32 bytes starting 16 bytes before the block:");
+        fm_report_dump(&r, (const char *)p - 16, 32);
+    }
     fm_event_raise(FASTMM_EVENT_HEADER_CORRUPTION, p, 0, 0, &r);
 }
 

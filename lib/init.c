@@ -160,17 +160,51 @@ static void after_fork(void)
         _IO_list_unlock();
 }
 
+/* The settings options.c parsed that other modules keep, handed to them once, right after the
+ * environment is read (and so before the modules they set are initialized). */
+static void fm_options_apply(void)
+{
+    const fm_options_t *o = &fm_options;
+    if (o->error_action >= 0)
+        fastmm_set_error_action((fastmm_error_action_t)o->error_action);
+    if (o->memory_limit_set)
+        fm_os_set_limit(o->memory_limit);
+    if (o->disable_avx2)
+        fm_kernels_avx2_disabled = true;
+    if (o->stack_depth >= 0)
+        fastmm_debug_set_stack_depth((unsigned)o->stack_depth);
+    if (o->debug_options_set)
+        fastmm_debug_set_options(o->debug_options);
+    if (o->log_path != NULL && !fm_event_set_log_path(o->log_path))
+        fm_options_warn(fm_option_name(FM_OPT_LOG), o->log_path,
+                        "cannot open the file for appending; events go to standard error only");
+}
+
+/* Reads the options once the C library has set the environment up (false until then), and
+ * applies them the first time. */
+static bool read_options(void)
+{
+    static bool applied;
+    if (!fm_options_init())
+        return false;
+    if (!applied) {
+        applied = true;
+        fm_options_apply();
+    }
+    return true;
+}
+
 void fm_init_once(void)
 {
     fm_lock_wait(&init_lock);
     if (!fm_load_relaxed(&fm_ready)) {
         fm_start_ms = fm_os_coarse_time_ms();
-        fm_options_init();
+        read_options();
         fm_sizeclass_init();
         fm_small_init();
         fm_kernels_init(fm_options.disable_asm);
         fm_tcache_init();
-        fm_track_init(); /* before fm_debug_init: the fast-path flags depend on fm_track_on */
+        fm_track_init(fm_options.valgrind_slack_usable); /* before fm_debug_init: the fast-path flags depend on fm_track_on */
         fm_debug_init();
         fm_store_release(&fm_ready, true);
         fm_tcache_init_key();
@@ -189,7 +223,7 @@ void fm_init_once(void)
 static void apply_start_options(void)
 {
     static bool applied;
-    if (applied || !fm_options_init())
+    if (applied || !read_options())
         return;
     applied = true;
     fm_kernels_init(fm_options.disable_asm); /* FASTMM5_DISABLE_ASM may only be readable now */
@@ -201,7 +235,7 @@ static void apply_start_options(void)
         fastmm_erase_freed_begin();
     fm_tuning_start(); /* FASTMM5_MIN_ALIGNMENT */
     if (fm_options.verbose)
-        fm_options_describe(2);
+        fm_verbose_describe(2);
 }
 
 /* The environment may not have existed at the first allocation: read the options now. */

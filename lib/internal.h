@@ -30,7 +30,6 @@
 #define FM_REGION_TYPE_MASK 63u
 bool fm_pagemap_register(const void *base, size_t size, const void *owner, unsigned type);
 void fm_pagemap_unregister(const void *base, size_t size);
-size_t fm_pagemap_bytes(void);
 #if UINTPTR_MAX > 0xffffffffu
 #define FM_PAGEMAP_ADDRESS_BITS 48
 #else
@@ -64,11 +63,14 @@ size_t fm_medium_round_request(size_t user_size); /* block size for a request: n
 
 /* ---- options.c: run-time settings from FASTMM5_* ---- */
 typedef enum { FM_STRATEGY_SPEED, FM_STRATEGY_BALANCED, FM_STRATEGY_LOW_MEMORY } fm_strategy_t;
+/* The settings the FASTMM5_* variables give: parsed here, applied by init.c (fm_options_apply)
+ * or read where they are used. */
 typedef struct fm_options {
     fm_strategy_t strategy;
     bool stats_at_exit;
     bool verbose;
     bool disable_asm;
+    bool disable_avx2;         /* FASTMM5_DISABLE_AVX2: the SSE2 kernels on an AVX2 processor */
     bool debug_at_start;
     bool erase_allocated;
     bool erase_freed;
@@ -78,11 +80,50 @@ typedef struct fm_options {
     const char *suppressions;  /* FASTMM5_SUPPRESSIONS: a file of frame patterns (NULL: none) */
     bool stats_json;        /* FASTMM5_STATS=json: the exit report is fastmm_write_json (walk.c) */
     unsigned min_alignment; /* FASTMM5_MIN_ALIGNMENT, applied by fm_tuning_start (0: none) */
+    int error_action;       /* FASTMM5_ON_ERROR: a fastmm_error_action_t, -1 while unset */
+    int stack_depth;        /* FASTMM5_STACK_DEPTH, -1 while unset */
+    bool memory_limit_set;  /* FASTMM5_MEMORY_LIMIT, in bytes */
+    size_t memory_limit;
+    bool debug_options_set; /* FASTMM5_DEBUG_OPTIONS: FASTMM_DEBUG_* bits */
+    unsigned debug_options;
+    const char *log_path;       /* FASTMM5_LOG (NULL: none) */
+    bool valgrind_slack_usable; /* FASTMM5_VALGRIND_SLACK=usable */
 } fm_options_t;
 extern fm_options_t fm_options;
+/* Every FASTMM5_* variable: a row of options.c's table. */
+typedef enum {
+    FM_OPT_STRATEGY,
+    FM_OPT_ON_ERROR,
+    FM_OPT_STATS,
+    FM_OPT_MEMORY_LIMIT,
+    FM_OPT_MIN_ALIGNMENT,
+    FM_OPT_VERBOSE,
+    FM_OPT_DISABLE_ASM,
+    FM_OPT_DISABLE_AVX2,
+    FM_OPT_DEBUG,
+    FM_OPT_REPORT_LEAKS,
+    FM_OPT_LEAK_EXIT_CODE,
+    FM_OPT_SUPPRESSIONS,
+    FM_OPT_STACK_DEPTH,
+    FM_OPT_ERASE,
+    FM_OPT_DEBUG_OPTIONS,
+    FM_OPT_LOG,
+    FM_OPT_VALGRIND_SLACK,
+    FM_OPT_SYMBOLIZER,
+    FM_OPT_LIB,
+    FM_OPT_COUNT
+} fm_option_id_t;
 bool fm_options_init(void);
+/* The variable's value in the environment now (NULL: unset), for those read where they are used. */
+const char *fm_option_value(fm_option_id_t id);
+const char *fm_option_name(fm_option_id_t id);
+/* "libfastmm5: warning: NAME=VALUE: PROBLEM" on standard error (value may be NULL). */
+void fm_options_warn(const char *name, const char *value, const char *problem);
 size_t fm_options_medium_span_size(void);
-void fm_options_describe(int fd);
+/* FASTMM5_VERBOSE's listing: every variable of the table, its value where set, what it does. */
+void fm_options_list(int fd);
+/* FASTMM5_VERBOSE's line of what is in force (verbose.c). */
+void fm_verbose_describe(int fd);
 
 /* ---- eventlog.c: reports to standard error / the log file / the handler ---- */
 typedef struct fm_report {
@@ -103,8 +144,11 @@ void fm_event_raise_leak(fastmm_event_type_t type, const void *block, size_t siz
 bool fm_event_log_enabled(void);
 void fm_event_set_leak_fd(int fd);
 void fm_event_invalid_pointer(const char *operation, const void *p, const char *why);
-/* A freed block's flag word was overwritten: reported as header corruption; the block stays out. */
-void fm_event_freed_block_damaged(const char *operation, const void *p, unsigned flags);
+/* A plain block's flag word was overwritten: header corruption. live_kind NULL: a freed block
+ * about to be reused (it stays out of use); else an operation on a live block of that kind and
+ * usable size (refused; the block stays allocated). */
+void fm_event_header_damaged(const char *operation, const void *p, unsigned flags, const char *live_kind,
+                             size_t usable);
 bool fm_event_set_log_path(const char *path);
 /* Around the exit check of debug blocks (init.c): while on, events are reported but never abort. */
 void fm_event_exit_check(bool on);
@@ -173,7 +217,6 @@ FM_INLINE bool fm_small_is_fed(const fm_small_span_t *s, const void *p)
 FM_INLINE uintptr_t fm_small_seal_of(const fm_small_span_t *span) { return (uintptr_t)span ^ fm_small_seal_key; }
 bool fm_small_drain_all(void);
 void fm_small_trim(void);
-void fm_small_lock_all(void);
 void fm_small_unlock_all(void);
 uint64_t fm_small_contention(void);
 uint64_t fm_small_served(void);
@@ -442,7 +485,6 @@ const char *fm_walk_strategy_name(unsigned strategy);
  * applies it by rebuilding fm_small_lookup, so that fm_small_class_of honours it. */
 unsigned fm_tuning_min_alignment(void);
 void fm_tuning_start(void); /* from init.c once the options are read: FASTMM5_MIN_ALIGNMENT */
-bool fm_tuning_parse_size(const char *s, size_t *out); /* "<n>[K|M|G]" for FASTMM5_MEMORY_LIMIT */
 
 /* ---- init.c ---- */
 void fm_init_once(void);

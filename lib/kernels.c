@@ -11,7 +11,7 @@
  * freed-block check then uses the AVX2 version where cpuid says AVX2 and xgetbv says the OS saves
  * the 256-bit registers (half the time of the SSE2 one on a 4 KiB block: the check is the most
  * expensive of debug mode's three passes over a block), and so do the fill and the one-pass
- * check-and-refill; the copy stays SSE2.
+ * check-and-refill.
  *
  * The wrappers test n >= FM_KERNELS_ASM_MIN_SIZE (128) and run the scalar code inline below
  * that: the SIMD entry is out of line (an assembly function), so a small block pays one compare
@@ -41,9 +41,6 @@ static const char *kernels_name = "portable C";
  * tail stores.
  */
 void fm_fill_c(void *p, uint8_t byte, size_t n) { memset(p, byte, n); }
-
-/* Copy: the C twin is memcpy (memcpy semantics; the realloc moves never overlap). */
-void fm_copy_c(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
 
 static inline uint64_t load64(const unsigned char *p)
 {
@@ -172,14 +169,6 @@ static size_t check_refill_asm(void *p, uint8_t expect, uint8_t fill, size_t n)
     return n;
 }
 #endif
-
-static void copy_asm(void *dst, const void *src, size_t n)
-{
-    if (n >= FM_KERNELS_ASM_MIN_SIZE)
-        fm_copy_sse2(dst, src, n);
-    else
-        memcpy(dst, src, n);
-}
 #endif
 
 bool fm_kernels_asm_usable(void)
@@ -228,7 +217,7 @@ bool fm_kernels_avx2_usable(void)
 
 void fm_kernels_init(bool disable_asm)
 {
-    fm_kernels_t k = {fm_fill_c, fm_check_fill_c, fm_copy_c, fm_check_refill_c};
+    fm_kernels_t k = {fm_fill_c, fm_check_fill_c, fm_check_refill_c};
     const char *name = "portable C";
 #if defined(FASTMM_HAVE_ASM)
     if (disable_asm)
@@ -238,7 +227,6 @@ void fm_kernels_init(bool disable_asm)
     else {
         k.fill = fill_asm;
         k.check_fill = check_fill_asm;
-        k.copy = copy_asm;
         k.check_refill = check_refill_asm;
 #if defined(FASTMM_ASM_I386)
         name = "SSE2 (i386, cpuid)";

@@ -1,5 +1,5 @@
 /*
- * kernels.h - the one dispatch point for the byte kernels (fill, check-fill, copy). The portable C
+ * kernels.h - the one dispatch point for the byte kernels (fill, check-fill, check-and-refill). The portable C
  * versions ("C twins") live in kernels.c; the assembly versions (asm/<host>/ *.S files, SSE2) are chosen
  * once, at initialization, by fm_kernels_init().
  */
@@ -12,8 +12,6 @@ typedef struct fm_kernels {
     void (*fill)(void *p, uint8_t byte, size_t n);
     /* Returns true if all n bytes equal `byte`. Must read nothing outside [p, p + n). */
     bool (*check_fill)(const void *p, uint8_t byte, size_t n);
-    /* memcpy semantics: the ranges must not overlap. */
-    void (*copy)(void *dst, const void *src, size_t n);
     /* Debug mode's reuse of a freed block: checks that the n bytes at p equal `expect` and
      * overwrites them with `fill`, in one pass where the kernel can. Returns n when all matched
      * (all now hold fill). Otherwise some k < n: [p, p + k) matched and now holds fill,
@@ -34,7 +32,6 @@ const char *fm_kernels_name(void);
 /* The C twins, always built (the reference the tests compare the assembly kernels against). */
 bool fm_check_fill_c(const void *p, uint8_t byte, size_t n);
 void fm_fill_c(void *p, uint8_t byte, size_t n);
-void fm_copy_c(void *dst, const void *src, size_t n);
 size_t fm_check_refill_c(void *p, uint8_t expect, uint8_t fill, size_t n);
 
 /* The assembly check and check-and-refill engage from this many bytes, the assembly fills from
@@ -50,7 +47,6 @@ size_t fm_check_refill_c(void *p, uint8_t expect, uint8_t fill, size_t n);
  */
 bool fm_check_fill_sse2(const void *p, uint8_t byte, size_t n);
 void fm_fill_sse2(void *p, uint8_t byte, size_t n);
-void fm_copy_sse2(void *dst, const void *src, size_t n);
 /* True when the assembly kernels are built in and this CPU can run them. */
 bool fm_kernels_asm_usable(void);
 /* x86_64 only: the AVX2 freed-block check (asm/x86_64/check_fill_avx2.S, n >= 32), installed

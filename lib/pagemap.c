@@ -20,7 +20,6 @@
 /* read by the inline lookup (internal.h) on every free */
 uintptr_t *fm_pagemap_top[(size_t)1 << TOP_BITS];
 #define top fm_pagemap_top
-static size_t leaf_count;
 
 static uintptr_t *leaf_for(size_t chunk, bool create)
 {
@@ -36,7 +35,6 @@ static uintptr_t *leaf_for(size_t chunk, bool create)
         fm_os_unmap(fresh, LEAF_BYTES); /* another thread installed this leaf first */
         return expected;
     }
-    fm_add_relaxed(&leaf_count, 1);
     return fresh;
 }
 
@@ -69,5 +67,3 @@ void fm_pagemap_unregister(const void *base, size_t size)
             fm_store_release(&leaf[c & (LEAF_ENTRIES - 1)], 0);
     }
 }
-
-size_t fm_pagemap_bytes(void) { return fm_load_relaxed(&leaf_count) * LEAF_BYTES; }

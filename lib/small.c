@@ -521,13 +521,6 @@ bool fm_small_drain_all(void)
     return all;
 }
 
-void fm_small_lock_all(void)
-{
-    for (unsigned a = 0; a < FM_SMALL_ARENAS; a++)
-        for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++)
-            fm_lock_wait(&fm_small_managers[a][c].lock);
-}
-
 void fm_small_unlock_all(void)
 {
     for (unsigned a = 0; a < FM_SMALL_ARENAS; a++)

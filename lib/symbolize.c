@@ -85,7 +85,7 @@ static void stop_helper(void)
 
 static const char *helper_path(void)
 {
-    const char *path = fm_os_getenv("FASTMM5_SYMBOLIZER");
+    const char *path = fm_option_value(FM_OPT_SYMBOLIZER);
     if (path == NULL || path[0] == '\0')
         path = FASTMM5_SYMBOLIZER_PATH;
     return path == NULL || (starts_with(path, "none") && path[4] == '\0') ? NULL : path;

@@ -252,7 +252,7 @@ void *fm_tcache_refill(unsigned c)
         if ((flags & FM_FLAG_DEBUG_INFO) ? !fm_debug_check_reuse(b)
                                          : (flags & FM_SMALL_STATE_MASK) != FM_SMALL_FREE_STATE) {
             if (!(flags & FM_FLAG_DEBUG_INFO))
-                fm_event_freed_block_damaged("malloc", b, flags);
+                fm_event_header_damaged("malloc", b, flags, NULL, 0);
             continue;
         }
         fm_flags_set(b, fm_flags_get(b) & ~FM_FLAG_FREE);
@@ -307,7 +307,7 @@ void *fm_tcache_medium_take(size_t block_size)
         size_t size = fm_medium_block_size(p);
         if (!(flags & FM_FLAG_DEBUG_INFO) &&
             (flags != (FM_FLAG_MEDIUM | FM_FLAG_FREE) || size < FM_MEDIUM_MIN_BLOCK || size > FM_MEDIUM_MAX_BLOCK)) {
-            fm_event_freed_block_damaged("malloc", p, flags);
+            fm_event_header_damaged("malloc", p, flags, NULL, 0);
             continue;
         }
         tc->medium_bytes -= size;

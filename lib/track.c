@@ -84,14 +84,13 @@ static size_entry_t *find(const void *p)
  * usable_size()), for suites that check the allocator's own size arithmetic under memcheck. */
 static bool slack_usable;
 
-FM_EVERY_PROCESS void fm_track_init(void)
+FM_EVERY_PROCESS void fm_track_init(bool slack)
 {
     /* written only when true: outside memcheck this page of .bss stays unwritten (no memory) */
     if (RUNNING_ON_VALGRIND == 0)
         return;
     fm_track_on = true;
-    const char *v = fm_os_getenv("FASTMM5_VALGRIND_SLACK");
-    slack_usable = v != NULL && v[0] == 'u';
+    slack_usable = slack;
 }
 
 void fm_track_alloc_slow(void *p, size_t requested, size_t usable, bool zeroed)
@@ -201,7 +200,7 @@ FM_EVERY_PROCESS void fm_track_fork_unlock(void) { fm_lock_release(&table_lock);
 FM_EVERY_PROCESS void fm_track_fork_lock(void) {}
 FM_EVERY_PROCESS void fm_track_fork_unlock(void) {}
 
-FM_EVERY_PROCESS void fm_track_init(void) {}
+FM_EVERY_PROCESS void fm_track_init(bool slack) { (void)slack; }
 void fm_track_alloc_slow(void *p, size_t requested, size_t usable, bool zeroed)
 {
     (void)p, (void)requested, (void)usable, (void)zeroed;

@@ -23,7 +23,8 @@
 
 extern bool fm_track_on; /* set at start-up: built with Valgrind support and running under it */
 
-void fm_track_init(void);
+/* slack: FASTMM5_VALGRIND_SLACK=usable (blocks are their usable size for memcheck). */
+void fm_track_init(bool slack);
 void fm_track_alloc_slow(void *p, size_t requested, size_t usable, bool zeroed);
 void fm_track_free_slow(void *p, size_t usable, bool medium, bool keep_defined);
 void fm_track_resize_slow(void *p, size_t new_requested, size_t usable);

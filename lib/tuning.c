@@ -56,36 +56,6 @@ FM_EXPORT void fastmm_set_memory_limit(size_t bytes)
 }
 FM_EXPORT size_t fastmm_memory_limit(void) { return fm_os_limit(); }
 
-/* "<digits>[K|M|G]" (binary multiples, either case, optionally followed by "iB" or "B"). */
-bool fm_tuning_parse_size(const char *s, size_t *out)
-{
-    size_t n = 0;
-    const char *d = s;
-    if (*d < '0' || *d > '9')
-        return false;
-    for (; *d >= '0' && *d <= '9'; d++) {
-        size_t digit = (size_t)(*d - '0');
-        if (n > (SIZE_MAX - digit) / 10)
-            return false;
-        n = n * 10 + digit;
-    }
-    unsigned shift = 0;
-    switch (*d) {
-    case 'k': case 'K': shift = 10; d++; break;
-    case 'm': case 'M': shift = 20; d++; break;
-    case 'g': case 'G': shift = 30; d++; break;
-    default: break;
-    }
-    if (shift != 0 && d[0] == 'i' && d[1] == 'B')
-        d += 2;
-    else if (shift != 0 && d[0] == 'B')
-        d++;
-    if (*d != '\0' || (shift != 0 && n > (SIZE_MAX >> shift)))
-        return false;
-    *out = n << shift;
-    return true;
-}
-
 /* ---- nested minimum alignment ---- */
 
 static fm_lock_t alignment_lock;

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "check_suites.h"
+#include "helpers.h"
 
 #define MIB ((size_t)1 << 20)
 #define DEFAULT_OPTIONS (FASTMM_DEBUG_NEVER_FREE_SMALL_SPANS | FASTMM_DEBUG_NEVER_MERGE_FREE_MEDIUM_BLOCKS)
@@ -45,87 +46,26 @@
 #define MARKER_MIN_SIZE (2 * sizeof(void *))
 
 /* ------------------------------------------------------------------------------------------ */
-/* Event recorder                                                                               */
+/* Expectations on the recorded events (the recorder: helpers.c)                               */
 /* ------------------------------------------------------------------------------------------ */
-
-/* Runs inside the allocator (with its report lock held): copies into static storage only. The
- * slot index is taken atomically, so events from several threads are all counted. */
-#define EV_MAX 8192
-struct ev {
-    fastmm_event_type_t type;
-    const void *block;
-    size_t size;
-    uint32_t number;
-};
-static struct ev evs[EV_MAX];         /* a ring: event i is EV(i) */
-#define EV(i) evs[(i) % EV_MAX]
-static size_t ev_count;                 /* total events (may exceed EV_MAX) */
-static int ev_bad_user;
-static char ev_text[32768];             /* text of the last event */
-static const void *ev_watch;            /* text of the last event about this block goes to watch_text */
-static char watch_text[32768];
-static int handler_magic;
-
-static void copy_text(char *dst, size_t cap, const char *src)
-{
-    size_t i = 0;
-    if (src != NULL)
-        for (; i + 1 < cap && src[i] != '\0'; i++)
-            dst[i] = src[i];
-    dst[i] = '\0';
-}
-
-static void record_event(const fastmm_event_t *e, void *user)
-{
-    size_t i = __atomic_fetch_add(&ev_count, 1, __ATOMIC_ACQ_REL);
-    if (user != &handler_magic)
-        ev_bad_user = 1;
-    EV(i) = (struct ev){e->type, e->block, e->size, e->allocation_number};
-    copy_text(ev_text, sizeof ev_text, e->text);
-    if (e->block != NULL && e->block == ev_watch)
-        copy_text(watch_text, sizeof watch_text, e->text);
-}
-
-static size_t evn(void)
-{
-    return __atomic_load_n(&ev_count, __ATOMIC_ACQUIRE);
-}
-
-static void reset_events(void)
-{
-    __atomic_store_n(&ev_count, 0, __ATOMIC_RELEASE);
-    ev_bad_user = 0;
-    ev_text[0] = '\0';
-    ev_watch = NULL;
-    watch_text[0] = '\0';
-}
-
-static const char *event_name(int t)
-{
-    static const char *const names[] = {
-        "INVALID_POINTER", "DOUBLE_FREE", "REALLOC_OF_FREED_BLOCK", "HEADER_CORRUPTION", "FOOTER_CORRUPTION",
-        "MODIFIED_AFTER_FREE", "VIRTUAL_CALL_ON_FREED_OBJECT", "LEAK_DETAIL", "LEAK_SUMMARY",
-    };
-    return t >= 0 && t < (int)(sizeof names / sizeof names[0]) ? names[t] : "?";
-}
 
 /* Fails unless exactly one event was raised since `before`, of this type, about this block. */
 static void expect_event(size_t before, fastmm_event_type_t type, const void *block, const char *what)
 {
     size_t n = evn();
     REQUIRE(n == before + 1, "%s: %zu events, expected 1 (%s)", what, n - before, event_name(type));
-    REQUIRE(!ev_bad_user, "%s: the handler got the wrong user pointer", what);
-    REQUIRE(EV(before).type == type, "%s: event %s, expected %s", what, event_name((int)EV(before).type),
+    REQUIRE(!ev_bad_user(), "%s: the handler got the wrong user pointer", what);
+    REQUIRE(ev_at(before).type == type, "%s: event %s, expected %s", what, event_name((int)ev_at(before).type),
             event_name((int)type));
-    REQUIRE(EV(before).block == block, "%s: event block %p, expected %p", what, EV(before).block, block);
+    REQUIRE(ev_at(before).block == block, "%s: event block %p, expected %p", what, ev_at(before).block, block);
 }
 
 static void expect_no_event(size_t before, const char *what)
 {
     size_t n = evn();
     REQUIRE(n == before, "%s: %zu unexpected event(s), the first %s about %p: \"%.400s\"", what, n - before,
-            event_name((int)EV(before).type), EV(before).block,
-            ev_text);
+            event_name((int)ev_at(before).type), ev_at(before).block,
+            ev_last_text());
 }
 
 static const char runs_key[] = "Modified byte offsets (and lengths): ";
@@ -152,35 +92,10 @@ static const char *runs_line(const char *text)
 /* Fixtures                                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
-static int saved_stderr = -1;
-
-/* Sends standard error to /dev/null (the reports are expected) and back. */
-static void quiet_stderr(void)
-{
-    fflush(stderr);
-    saved_stderr = dup(2);
-    int fd = open("/dev/null", O_WRONLY);
-    if (fd >= 0) {
-        dup2(fd, 2);
-        close(fd);
-    }
-}
-
-static void restore_stderr(void)
-{
-    if (saved_stderr >= 0) {
-        fflush(stderr);
-        dup2(saved_stderr, 2);
-        close(saved_stderr);
-        saved_stderr = -1;
-    }
-}
-
 /* Recording handler, FASTMM_ON_ERROR_CONTINUE, quiet standard error; debug mode off. */
 static void record_setup(void)
 {
-    reset_events();
-    fastmm_set_event_handler(record_event, &handler_magic);
+    ev_record();
     fastmm_set_error_action(FASTMM_ON_ERROR_CONTINUE);
     quiet_stderr();
 }
@@ -272,34 +187,6 @@ static size_t check_fill(const unsigned char *p, size_t n, unsigned char byte)
         if (p[i] != byte)
             return i;
     return SIZE_MAX;
-}
-
-static void no_core_dump(void)
-{
-    struct rlimit rl = {0, 0};
-    setrlimit(RLIMIT_CORE, &rl);
-}
-
-static void slurp(int fd, char *buf, size_t cap)
-{
-    size_t n = 0;
-    lseek(fd, 0, SEEK_SET);
-    while (n + 1 < cap) {
-        ssize_t r = read(fd, buf + n, cap - 1 - n);
-        if (r <= 0)
-            break;
-        n += (size_t)r;
-    }
-    buf[n] = '\0';
-}
-
-static int make_tmp(char *path, size_t cap)
-{
-    const char *dir = getenv("TMPDIR");
-    snprintf(path, cap, "%s/fastmm5-debug-XXXXXX", dir != NULL && *dir != '\0' ? dir : "/tmp");
-    int fd = mkstemp(path);
-    ck_assert_msg(fd >= 0, "mkstemp(%s) failed", path);
-    return fd;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -406,10 +293,10 @@ static void scan_detects_byte(unsigned char *p, size_t n, size_t k)
     snprintf(want, sizeof want, "%zu(1)", k);
     REQUIRE(r == 1, "freed %zu-byte block, byte %zu modified: fastmm_debug_scan() = %zu, expected 1", n, k, r);
     expect_event(before, FASTMM_EVENT_MODIFIED_AFTER_FREE, p, "scan after a write after free");
-    REQUIRE(EV(before).size == n, "freed %zu-byte block: event size %zu", n, EV(before).size);
-    REQUIRE(EV(before).number != 0, "freed %zu-byte block: event allocation number 0", n);
-    REQUIRE(runs_are(ev_text, want), "freed %zu-byte block, byte %zu modified: the report does not list \"%s\": \"%.300s\"",
-            n, k, want, runs_line(ev_text));
+    REQUIRE(ev_at(before).size == n, "freed %zu-byte block: event size %zu", n, ev_at(before).size);
+    REQUIRE(ev_at(before).number != 0, "freed %zu-byte block: event allocation number 0", n);
+    REQUIRE(runs_are(ev_last_text(), want), "freed %zu-byte block, byte %zu modified: the report does not list \"%s\": \"%.300s\"",
+            n, k, want, runs_line(ev_last_text()));
 }
 
 /* Guards the freed-pattern check at every byte position (doc/fastmm5-facts.md 4.5, 4.8: a write
@@ -454,8 +341,8 @@ START_TEST(test_write_after_free_every_byte)
         snprintf(want, sizeof want, "10(3), %zu(1)", n - 5);
         REQUIRE(r == 1, "two modified runs: fastmm_debug_scan() = %zu", r);
         expect_event(before, FASTMM_EVENT_MODIFIED_AFTER_FREE, p, "scan, two modified runs");
-        REQUIRE(runs_are(ev_text, want), "%zu-byte block: the report does not list \"%s\": \"%.300s\"", n, want,
-                runs_line(ev_text));
+        REQUIRE(runs_are(ev_last_text(), want), "%zu-byte block: the report does not list \"%s\": \"%.300s\"", n, want,
+                runs_line(ev_last_text()));
     }
 
     {
@@ -484,8 +371,8 @@ START_TEST(test_write_after_free_every_byte)
             REQUIRE(q != cur, "malloc(%zu) handed out the modified freed block %p", n, cur);
             if (n_quarantined < sizeof quarantined / sizeof quarantined[0])
                 quarantined[n_quarantined++] = cur;
-            REQUIRE(runs_are(ev_text, want), "reuse of a %zu-byte block modified at %zu: no \"%s\" in \"%.300s\"", n, k,
-                    want, runs_line(ev_text));
+            REQUIRE(runs_are(ev_last_text(), want), "reuse of a %zu-byte block modified at %zu: no \"%s\" in \"%.300s\"", n, k,
+                    want, runs_line(ev_last_text()));
             REQUIRE(fastmm_usable_size(q) == n, "the replacement block is not a %zu-byte debug block", n);
             free_keep(q);
             cur = q;
@@ -520,7 +407,7 @@ START_TEST(test_zero_overrun_always_caught)
         p[n] = 0;
         escape(p + n);
         free_keep(p);
-        REQUIRE(evn() == before + 1 && EV(before).type == FASTMM_EVENT_FOOTER_CORRUPTION,
+        REQUIRE(evn() == before + 1 && ev_at(before).type == FASTMM_EVENT_FOOTER_CORRUPTION,
                 "a 0 written past a %zu-byte block (trace word %#lx) was not reported as a footer corruption", n,
                 (unsigned long)trace_word);
         /* repaired, the refused block frees normally (a corrupt one left behind would be reported
@@ -558,7 +445,7 @@ START_TEST(test_cached_debug_block_vetted_in_normal_mode)
     fastmm_debug_enter();
     REQUIRE(q != NULL && q != p && q + 64 != p, "normal malloc(%zu) handed out the modified freed debug block", outer);
     expect_event(before, FASTMM_EVENT_MODIFIED_AFTER_FREE, p, "normal malloc reusing a modified freed debug block");
-    REQUIRE(runs_are(ev_text, want), "no \"%s\" in \"%.300s\"", want, runs_line(ev_text));
+    REQUIRE(runs_are(ev_last_text(), want), "no \"%s\" in \"%.300s\"", want, runs_line(ev_last_text()));
     if (n_quarantined < sizeof quarantined / sizeof quarantined[0])
         quarantined[n_quarantined++] = p;
     fastmm_debug_exit();
@@ -619,7 +506,7 @@ START_TEST(test_misuse_reports)
     REQUIRE(fastmm_usable_size(p) == n, "%zu-byte debug block: usable size %zu", n, fastmm_usable_size(p));
     fill_pattern(p, n, 77);
     size_t before = evn(), r;
-    ev_watch = p;
+    ev_watch(p);
 
     switch (kind) {
     case MISUSE_OVERRUN:
@@ -635,15 +522,15 @@ START_TEST(test_misuse_reports)
         /* the scan finds the live block's damage too */
         REQUIRE(found == 1 && after_scan == before + 1, "%s of a live %zu-byte block: fastmm_debug_scan() = %zu, %zu events",
                 name, n, found, after_scan - before);
-        REQUIRE(EV(before).type == want && EV(before).block == p, "%s, scan: event %s about %p, expected %s about %p",
-                name, event_name((int)EV(before).type), EV(before).block, event_name((int)want), p);
+        REQUIRE(ev_at(before).type == want && ev_at(before).block == p, "%s, scan: event %s about %p, expected %s about %p",
+                name, event_name((int)ev_at(before).type), ev_at(before).block, event_name((int)want), p);
         expect_event(after_scan, want, p, name);
         if (kind == MISUSE_OVERRUN) {
             before = after_scan;
-            REQUIRE(EV(before).size == n, "%s of %zu bytes: event size %zu", name, n, EV(before).size);
-            REQUIRE(EV(before).number != 0, "%s of %zu bytes: allocation number 0", name, n);
-            REQUIRE(strstr(watch_text, "Allocated by thread") != NULL,
-                    "%s of %zu bytes: the report lacks the allocating thread: \"%.1500s\"", name, n, watch_text);
+            REQUIRE(ev_at(before).size == n, "%s of %zu bytes: event size %zu", name, n, ev_at(before).size);
+            REQUIRE(ev_at(before).number != 0, "%s of %zu bytes: allocation number 0", name, n);
+            REQUIRE(strstr(ev_watch_text(), "Allocated by thread") != NULL,
+                    "%s of %zu bytes: the report lacks the allocating thread: \"%.1500s\"", name, n, ev_watch_text());
         }
         size_t bad = check_pattern(p, n, 77);
         REQUIRE(bad == SIZE_MAX, "%s of %zu bytes: the refused block changed at byte %zu", name, n, bad);
@@ -807,7 +694,7 @@ START_TEST(test_scan_every_operation)
     fastmm_debug_set_options(DEFAULT_OPTIONS | FASTMM_DEBUG_SCAN_EVERY_OPERATION);
     unsigned options = fastmm_debug_options();
     size_t first[OP_COUNT], count[OP_COUNT];
-    ev_watch = victim;
+    ev_watch(victim);
     first[OP_MALLOC] = evn();
     q = launder_ptr(malloc(64));
     count[OP_MALLOC] = evn() - first[OP_MALLOC];
@@ -835,11 +722,11 @@ START_TEST(test_scan_every_operation)
     for (int op = 0; op < OP_COUNT; op++) {
         REQUIRE(count[op] == 1, "%s with SCAN_EVERY_OPERATION: %zu events, expected 1 (MODIFIED_AFTER_FREE)",
                 op_names[op], count[op]);
-        REQUIRE(EV(first[op]).type == FASTMM_EVENT_MODIFIED_AFTER_FREE && EV(first[op]).block == victim,
+        REQUIRE(ev_at(first[op]).type == FASTMM_EVENT_MODIFIED_AFTER_FREE && ev_at(first[op]).block == victim,
                 "%s with SCAN_EVERY_OPERATION: event %s about %p, expected MODIFIED_AFTER_FREE about %p", op_names[op],
-                event_name((int)EV(first[op]).type), EV(first[op]).block, victim);
+                event_name((int)ev_at(first[op]).type), ev_at(first[op]).block, victim);
     }
-    REQUIRE(runs_are(watch_text, "20(1)"), "the scan's report: no \"20(1)\" in \"%.300s\"", runs_line(watch_text));
+    REQUIRE(runs_are(ev_watch_text(), "20(1)"), "the scan's report: no \"20(1)\" in \"%.300s\"", runs_line(ev_watch_text()));
     REQUIRE(repaired_events == 0, "free after the repair: %zu events", repaired_events);
     ck_assert_uint_eq(fastmm_debug_scan(), 0);
 }
@@ -942,14 +829,14 @@ START_TEST(test_stack_trace_hooks)
     REQUIRE(hook_calls >= 1 && hook_last_depth == 12, "capture hook: %d calls, last depth %u (expected 12)",
             hook_calls, hook_last_depth);
     size_t before = evn();
-    ev_watch = p;
+    ev_watch(p);
     flip(p + 40, 1);
     free_keep(p);
     flip(p + 40, 1);
     expect_event(before, FASTMM_EVENT_FOOTER_CORRUPTION, p, "overrun with hooks");
-    REQUIRE(strstr(watch_text, "fmtest-frame-f00d0000") && strstr(watch_text, "fmtest-frame-f00d0002"),
-            "the report does not use the hooks' trace: \"%.1500s\"", watch_text);
-    REQUIRE(strstr(watch_text, "fmtest-frame-f00d0003") == NULL, "a zero trace entry was formatted");
+    REQUIRE(strstr(ev_watch_text(), "fmtest-frame-f00d0000") && strstr(ev_watch_text(), "fmtest-frame-f00d0002"),
+            "the report does not use the hooks' trace: \"%.1500s\"", ev_watch_text());
+    REQUIRE(strstr(ev_watch_text(), "fmtest-frame-f00d0003") == NULL, "a zero trace entry was formatted");
     free(p);
 
     fastmm_set_stack_trace_hooks(NULL, NULL);
@@ -958,16 +845,16 @@ START_TEST(test_stack_trace_hooks)
     p = xmalloc(40);
     REQUIRE(hook_calls == 0, "capture hook still called after fastmm_set_stack_trace_hooks(NULL, NULL)");
     before = evn();
-    ev_watch = p;
+    ev_watch(p);
     flip(p + 40, 1);
     free_keep(p);
     flip(p + 40, 1);
     expect_event(before, FASTMM_EVENT_FOOTER_CORRUPTION, p, "overrun with the default hooks");
-    REQUIRE(strstr(watch_text, "fmtest-frame") == NULL, "the old format hook is still used");
-    REQUIRE(strstr(watch_text, "Allocated by thread") != NULL, "no allocating thread: \"%.1500s\"", watch_text);
-    const char *trace = strstr(watch_text, "stack trace");
+    REQUIRE(strstr(ev_watch_text(), "fmtest-frame") == NULL, "the old format hook is still used");
+    REQUIRE(strstr(ev_watch_text(), "Allocated by thread") != NULL, "no allocating thread: \"%.1500s\"", ev_watch_text());
+    const char *trace = strstr(ev_watch_text(), "stack trace");
     REQUIRE(trace != NULL && strstr(trace, "\n    0x") != NULL, "no allocation stack trace lines: \"%.1500s\"",
-            watch_text);
+            ev_watch_text());
     free(p);
 }
 END_TEST
@@ -982,13 +869,13 @@ START_TEST(test_allocation_group)
     unsigned char *p = xmalloc(40);
     fastmm_debug_set_allocation_group(7);
     size_t before = evn();
-    ev_watch = p;
+    ev_watch(p);
     flip(p + 40, 1);
     free_keep(p);
     flip(p + 40, 1);
     expect_event(before, FASTMM_EVENT_FOOTER_CORRUPTION, p, "overrun");
-    REQUIRE(strcasestr(watch_text, "group") != NULL && strstr(watch_text, "424242") != NULL,
-            "the report does not show allocation group 424242: \"%.1500s\"", watch_text);
+    REQUIRE(strcasestr(ev_watch_text(), "group") != NULL && strstr(ev_watch_text(), "424242") != NULL,
+            "the report does not show allocation group 424242: \"%.1500s\"", ev_watch_text());
     free(p);
     fastmm_debug_set_allocation_group(0);
     ck_assert_uint_eq(fastmm_debug_allocation_group(), 0);
@@ -1420,8 +1307,8 @@ START_TEST(test_scan_while_churning)
     atomic_store(&churn_stop, 1);
     for (int i = 0; i < CHURN_THREADS; i++)
         pthread_join(th[i], NULL);
-    ck_assert_msg(bad == 0, "concurrent scans reported %zu corrupt blocks: \"%.1500s\"", bad, ev_text);
-    ck_assert_msg(evn() == 0, "%zu events during the churn, the last: \"%.1500s\"", evn(), ev_text);
+    ck_assert_msg(bad == 0, "concurrent scans reported %zu corrupt blocks: \"%.1500s\"", bad, ev_last_text());
+    ck_assert_msg(evn() == 0, "%zu events during the churn, the last: \"%.1500s\"", evn(), ev_last_text());
     ck_assert_msg(atomic_load(&thread_failures) == 0, "%d failures, the first: %s", atomic_load(&thread_failures),
                   thread_fail_msg);
     ck_assert_uint_eq(fastmm_debug_scan(), 0);

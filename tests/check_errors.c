@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "check_suites.h"
+#include "helpers.h"
 
 #if defined(__has_include)
 #if __has_include(<valgrind/valgrind.h>)
@@ -212,70 +213,9 @@ END_TEST
 /* Invalid pointers                                                                             */
 /* ------------------------------------------------------------------------------------------ */
 
-/* Event recorder: runs inside the allocator, so it only copies into static storage. */
-static int handler_magic;
-static volatile int ev_count;
-static volatile int ev_bad_user;
-static fastmm_event_type_t ev_type;
-static const void *ev_block;
-static int ev_text_null;
-static char ev_text[8192];
-static int saved_stderr = -1;
-
-static void record_event(const fastmm_event_t *e, void *user)
-{
-    ev_count++;
-    if (user != &handler_magic)
-        ev_bad_user = 1;
-    ev_type = e->type;
-    ev_block = e->block;
-    ev_text_null = e->text == NULL;
-    if (e->text != NULL) {
-        size_t i = 0;
-        for (; i + 1 < sizeof ev_text && e->text[i] != '\0'; i++)
-            ev_text[i] = e->text[i];
-        ev_text[i] = '\0';
-    } else {
-        ev_text[0] = '\0';
-    }
-}
-
-static void reset_events(void)
-{
-    ev_count = 0;
-    ev_bad_user = 0;
-    ev_type = (fastmm_event_type_t)-1;
-    ev_block = NULL;
-    ev_text_null = 0;
-    ev_text[0] = '\0';
-}
-
-/* Sends standard error to /dev/null (the reports are expected) and back. */
-static void quiet_stderr(void)
-{
-    fflush(stderr);
-    saved_stderr = dup(2);
-    int fd = open("/dev/null", O_WRONLY);
-    if (fd >= 0) {
-        dup2(fd, 2);
-        close(fd);
-    }
-}
-
-static void restore_stderr(void)
-{
-    if (saved_stderr >= 0) {
-        fflush(stderr);
-        dup2(saved_stderr, 2);
-        close(saved_stderr);
-        saved_stderr = -1;
-    }
-}
-
 static void continue_setup(void)
 {
-    reset_events();
-    fastmm_set_event_handler(record_event, &handler_magic);
+    ev_record();
     fastmm_set_error_action(FASTMM_ON_ERROR_CONTINUE);
     quiet_stderr();
 }
@@ -398,14 +338,14 @@ static void assert_event(int expect, const void *bad, const char *op, const char
 {
     char hex[32];
     snprintf(hex, sizeof hex, "%lx", (unsigned long)(uintptr_t)bad);
-    REQUIRE(ev_count == expect, "%s(%s %p): %d events, expected %d", op, kind, bad, ev_count, expect);
-    REQUIRE(!ev_bad_user, "handler got the wrong user pointer");
-    REQUIRE(ev_type == FASTMM_EVENT_INVALID_POINTER, "%s(%s): event type %d, expected INVALID_POINTER", op, kind,
-            (int)ev_type);
-    REQUIRE(ev_block == bad, "%s(%s): event block %p, expected %p", op, kind, ev_block, bad);
-    REQUIRE(!ev_text_null, "%s(%s): event text is NULL", op, kind);
-    REQUIRE(strcasestr(ev_text, "0x") != NULL && strcasestr(ev_text, hex) != NULL,
-            "%s(%s): event text does not show the pointer 0x%s: \"%.300s\"", op, kind, hex, ev_text);
+    REQUIRE((int)evn() == expect, "%s(%s %p): %d events, expected %d", op, kind, bad, (int)evn(), expect);
+    REQUIRE(!ev_bad_user(), "handler got the wrong user pointer");
+    REQUIRE(ev_last().type == FASTMM_EVENT_INVALID_POINTER, "%s(%s): event type %d, expected INVALID_POINTER", op, kind,
+            (int)ev_last().type);
+    REQUIRE(ev_last().block == bad, "%s(%s): event block %p, expected %p", op, kind, ev_last().block, bad);
+    REQUIRE(!ev_last_text_null(), "%s(%s): event text is NULL", op, kind);
+    REQUIRE(strcasestr(ev_last_text(), "0x") != NULL && strcasestr(ev_last_text(), hex) != NULL,
+            "%s(%s): event text does not show the pointer 0x%s: \"%.300s\"", op, kind, hex, ev_last_text());
 }
 
 /* Allocates, fills, checks and frees a spread of sizes: the heap still works. */
@@ -442,7 +382,7 @@ START_TEST(test_invalid_pointer_continue)
     const char *name = bad_names[kind];
     struct bad_ptr b;
     make_bad(kind, stack_area, &b);
-    reset_events();
+    ev_reset();
 
     free(launder_ptr(b.ptr));
     assert_event(1, b.ptr, "free", name);
@@ -492,7 +432,7 @@ START_TEST(test_invalid_pointer_continue)
         munmap(b.map, b.map_len);
     }
     exercise_heap();
-    ck_assert_msg(ev_count == 6, "%s: events raised by the valid calls afterwards (%d)", name, ev_count);
+    ck_assert_msg((int)evn() == 6, "%s: events raised by the valid calls afterwards (%d)", name, (int)evn());
 }
 END_TEST
 
@@ -505,29 +445,6 @@ START_TEST(test_error_action_roundtrip)
     ck_assert_int_eq(fastmm_error_action(), FASTMM_ON_ERROR_ABORT);
 }
 END_TEST
-
-/* Reads at most cap-1 bytes of a file into buf (NUL-terminated). */
-static void slurp(int fd, char *buf, size_t cap)
-{
-    size_t n = 0;
-    lseek(fd, 0, SEEK_SET);
-    while (n + 1 < cap) {
-        ssize_t r = read(fd, buf + n, cap - 1 - n);
-        if (r <= 0)
-            break;
-        n += (size_t)r;
-    }
-    buf[n] = '\0';
-}
-
-static int make_tmp(char *path, size_t cap)
-{
-    const char *dir = getenv("TMPDIR");
-    snprintf(path, cap, "%s/fastmm5-check-XXXXXX", dir != NULL && *dir != '\0' ? dir : "/tmp");
-    int fd = mkstemp(path);
-    ck_assert_msg(fd >= 0, "mkstemp(%s) failed", path);
-    return fd;
-}
 
 /* ------------------------------------------------------------------------------------------ */
 /* Freed blocks the allocator keeps: this thread's medium cache and the retained large mappings  */
@@ -549,11 +466,11 @@ START_TEST(test_double_free_of_kept_block)
     void *p = malloc(n);
     ck_assert_ptr_nonnull(p);
     free(launder_ptr(p));
-    reset_events();
+    ev_reset();
     free(launder_ptr(p));
     assert_event(1, p, "free", name);
-    REQUIRE(strcasestr(ev_text, "already freed") != NULL, "%s: the report does not say already freed: \"%.300s\"",
-            name, ev_text);
+    REQUIRE(strcasestr(ev_last_text(), "already freed") != NULL, "%s: the report does not say already freed: \"%.300s\"",
+            name, ev_last_text());
     void *q = malloc(n);
     void *r = malloc(n);
     REQUIRE(q == p, "%s: the freed block %p was not reused (got %p): the test no longer covers a kept block", name, p,
@@ -561,7 +478,7 @@ START_TEST(test_double_free_of_kept_block)
     REQUIRE(r != q, "%s: a double-freed block was kept twice and handed out twice (%p)", name, r);
     free(q);
     free(r);
-    REQUIRE(ev_count == 1, "%s: %d events after the valid calls", name, ev_count);
+    REQUIRE((int)evn() == 1, "%s: %d events after the valid calls", name, (int)evn());
 }
 END_TEST
 
@@ -580,7 +497,7 @@ START_TEST(test_calloc_zeroes_retained_mapping)
     for (size_t i = 0; i < n - 4096; i++)
         REQUIRE(q[i] == 0, "calloc on a retained mapping: byte %zu is %#x", i, q[i]);
     free(q);
-    ck_assert_int_eq(ev_count, 0);
+    ck_assert_int_eq((int)evn(), 0);
 }
 END_TEST
 
@@ -609,19 +526,19 @@ START_TEST(test_damaged_freed_block_not_reused)
     void *q = malloc(n);
     ck_assert_ptr_nonnull(q);
     ck_assert_ptr_ne(q, p);
-    ck_assert_int_eq(ev_count, 1);
-    ck_assert_int_eq(ev_type, FASTMM_EVENT_HEADER_CORRUPTION);
-    ck_assert_ptr_eq(ev_block, p);
-    ck_assert_msg(strstr(ev_text, "header corruption found by malloc()") != NULL, "report: %s", ev_text);
-    ck_assert_msg(strstr(ev_text, "has a damaged header") != NULL, "report: %s", ev_text);
+    ck_assert_int_eq((int)evn(), 1);
+    ck_assert_int_eq(ev_last().type, FASTMM_EVENT_HEADER_CORRUPTION);
+    ck_assert_ptr_eq(ev_last().block, p);
+    ck_assert_msg(strstr(ev_last_text(), "header corruption found by malloc()") != NULL, "report: %s", ev_last_text());
+    ck_assert_msg(strstr(ev_last_text(), "has a damaged header") != NULL, "report: %s", ev_last_text());
     if (n <= 64)
-        ck_assert_msg(strstr(ev_text, "0x4141") != NULL, "report: %s", ev_text);
+        ck_assert_msg(strstr(ev_last_text(), "0x4141") != NULL, "report: %s", ev_last_text());
     for (int i = 0; i < 64; i++) {
         void *r = malloc(n);
         ck_assert_ptr_ne(r, p);
         free(r);
     }
-    ck_assert_int_eq(ev_count, 1);
+    ck_assert_int_eq((int)evn(), 1);
     free(q);
     free(keep);
 }
@@ -653,7 +570,7 @@ START_TEST(test_unfed_block_refused)
         return;
     }
     void *unfed = launder_ptr(m + 64); /* block 0: the feed starts at the top */
-    reset_events();
+    ev_reset();
     free(unfed);
     assert_event(1, unfed, "free", "unfed small block");
     void *more[8];
@@ -665,7 +582,7 @@ START_TEST(test_unfed_block_refused)
     for (int i = 0; i < 8; i++)
         free(more[i]);
     free(top);
-    REQUIRE(ev_count == 1, "%d events after the valid calls", ev_count);
+    REQUIRE((int)evn() == 1, "%d events after the valid calls", (int)evn());
 }
 END_TEST
 
@@ -710,7 +627,7 @@ START_TEST(test_retained_mappings_released)
     ck_assert(fastmm_set_strategy(FASTMM_STRATEGY_BALANCED));
     ck_assert_msg(after + n <= before, "a large block freed under low-memory stayed mapped: OS memory %zu -> %zu",
                   before, after);
-    ck_assert_int_eq(ev_count, 0);
+    ck_assert_int_eq((int)evn(), 0);
 }
 END_TEST
 
@@ -721,14 +638,12 @@ START_TEST(test_handler_null_restores_default)
     char path[256];
     int fd = make_tmp(path, sizeof path);
     restore_stderr();          /* undo the fixture's /dev/null, then point stderr at the file */
-    fflush(stderr);
-    saved_stderr = dup(2);
-    dup2(fd, 2);
+    redirect_stderr(fd);
     fastmm_set_event_handler(NULL, NULL);
     void *bad = launder_ptr(static_area + 128);
     free(launder_ptr(bad));
     restore_stderr();
-    ck_assert_int_eq(ev_count, 0);
+    ck_assert_int_eq((int)evn(), 0);
     char text[8192];
     slurp(fd, text, sizeof text);
     close(fd);
@@ -747,7 +662,7 @@ START_TEST(test_event_log_file)
     ck_assert(fastmm_set_event_log(path));
     void *bad = launder_ptr(static_area + 192);
     free(launder_ptr(bad));
-    ck_assert_int_eq(ev_count, 1);
+    ck_assert_int_eq((int)evn(), 1);
     fastmm_set_event_log(NULL);
     char text[8192], hex[32];
     snprintf(hex, sizeof hex, "%lx", (unsigned long)(uintptr_t)bad);
@@ -758,12 +673,6 @@ START_TEST(test_event_log_file)
     ck_assert_msg(strcasestr(text, hex) != NULL, "log file does not show the pointer %s", hex);
 }
 END_TEST
-
-static void no_core_dump(void)
-{
-    struct rlimit rl = {0, 0};
-    setrlimit(RLIMIT_CORE, &rl);
-}
 
 /* Guards the default action (Check's fork mode only): each kind of invalid pointer passed to
  * free, under FASTMM_ON_ERROR_ABORT, ends the process with SIGABRT. */

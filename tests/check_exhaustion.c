@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "check_suites.h"
+#include "helpers.h"
 
 #if defined(__has_include)
 #if __has_include(<valgrind/valgrind.h>)
@@ -137,8 +138,7 @@ static void run_child(const char *what, child_body_t body, int arg)
     if (pid == 0) {
         close(fds[0]);
         child_fd = fds[1];
-        struct rlimit core = {0, 0};
-        setrlimit(RLIMIT_CORE, &core);
+        no_core_dump();
         alarm(CHILD_SECONDS);
         fastmm_set_error_action(FASTMM_ON_ERROR_CONTINUE);
         fastmm_set_event_handler(on_event, NULL);

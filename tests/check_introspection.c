@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "check_suites.h"
+#include "helpers.h"
 
 #define MIB ((size_t)1 << 20)
 
@@ -390,9 +391,8 @@ START_TEST(test_json_parses_and_matches)
         fprintf(stderr, "introspection: python3 not found; JSON parse check skipped\n");
         return;
     }
-    char path[] = "/tmp/fastmm5-json-XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
+    char path[256];
+    int fd = make_tmp(path, sizeof path);
     void *keep[20];
     for (int i = 0; i < 20; i++)
         keep[i] = malloc(48);
@@ -406,7 +406,7 @@ START_TEST(test_json_parses_and_matches)
     for (unsigned i = 0; i < st0.small_class_count; i++)
         small_blocks += st0.small[i].blocks_in_use;
 
-    char cmd[512];
+    char cmd[640];
     snprintf(cmd, sizeof cmd,
              "python3 -c 'import json,sys; d=json.load(sys.stdin); s=d[\"state\"]; "
              "print(d[\"usage\"][\"allocated_bytes\"], sum(c[\"blocks_in_use\"] for c in s[\"small_classes\"]), "
@@ -446,9 +446,8 @@ START_TEST(test_log_state)
     for (int i = 0; i < N; i++)
         blocks[i] = malloc(12345);
     size_t usable = fm_expected_usable(12345);
-    char path[] = "/tmp/fastmm5-log-XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
+    char path[256];
+    int fd = make_tmp(path, sizeof path);
     close(fd);
     ck_assert(fastmm_log_state(path));
     FILE *f = fopen(path, "r");

@@ -8,7 +8,7 @@
  * verdicts must be identical. The buffers end in a PROT_NONE page: for each size one placement
  * ends exactly at it (the byte after the range cannot be read), and every placement has the
  * bytes around the range set to a different value, so an over-read that feeds the comparison
- * flips the verdict and an over-write is seen. Fills and copies are compared byte for byte.
+ * flips the verdict and an over-write is seen. Fills are compared byte for byte.
  *
  * The kernels under test: fm_kernels as fm_kernels_init(false) installs it (SSE2 where built
  * and usable, else the C twins), the SSE2 entries called directly (n >= 16, all sizes), the AVX2
@@ -185,51 +185,6 @@ START_TEST(fill_differential)
 }
 END_TEST
 
-/* Copies n pattern bytes from a placed source to a placed destination (source in the lower half
- * of the region, destination ending at the guard) and checks every byte of the region. */
-static void one_copy(void (*copy)(void *, const void *, size_t), const char *what, size_t n,
-                     unsigned o_src, unsigned o_dst, bool exact)
-{
-    unsigned char *d = place(n, o_dst, exact);
-    unsigned char *s = region + 16 + o_src;
-    memset(region, 0x5a, region_rw);
-    for (size_t i = 0; i < n; i++)
-        s[i] = (uint8_t)(i * 7 + 1);
-    copy(d, s, n);
-    for (unsigned char *q = region; q < guard; q++) {
-        uint8_t want;
-        if (q >= d && q < d + n)
-            want = (uint8_t)((size_t)(q - d) * 7 + 1);
-        else if (q >= s && q < s + n)
-            want = (uint8_t)((size_t)(q - s) * 7 + 1);
-        else
-            want = 0x5a;
-        if (*q != want)
-            ck_abort_msg("%s: n=%zu src offset=%u dst offset=%u: byte at %td from dst is 0x%02x, "
-                         "not 0x%02x", what, n, o_src, (unsigned)((uintptr_t)d & 15), q - d, *q, want);
-    }
-}
-
-static void copy_each(void (*copy)(void *, const void *, size_t), const char *what, size_t min_n)
-{
-    for (size_t n = min_n; n <= MAX_SIZE; n++) {
-        for (unsigned o = 0; o < OFFSETS; o++)
-            one_copy(copy, what, n, (o * 5) & 15, o, false);
-        one_copy(copy, what, n, 3, 0, true);
-    }
-}
-
-START_TEST(copy_differential)
-{
-    copy_each(fm_kernels.copy, "fm_kernels.copy", 0);
-    copy_each(fm_copy_c, "fm_copy_c", 0);
-#if defined(FASTMM_HAVE_ASM)
-    if (asm_usable())
-        copy_each(fm_copy_sse2, "fm_copy_sse2", 16);
-#endif
-}
-END_TEST
-
 /*
  * The one-pass check and refill (kernels.h): on a range of n bytes of `expect` with byte `bad`
  * (or none: bad == n) changed, the verdict (k == n) must be the byte loop's, [p, p + k) must hold
@@ -305,7 +260,6 @@ START_TEST(selection)
     ck_assert_msg(strncmp(fm_kernels_name(), "portable C", 10) == 0, "%s", fm_kernels_name());
     ck_assert(fm_kernels.check_fill == fm_check_fill_c);
     ck_assert(fm_kernels.fill == fm_fill_c);
-    ck_assert(fm_kernels.copy == fm_copy_c);
     ck_assert(fm_kernels.check_refill == fm_check_refill_c);
 
     fm_kernels_init(false);
@@ -349,7 +303,6 @@ Suite *suite_kernels(void)
     tcase_add_test(tc, check_fill_differential);
     tcase_add_test(tc, check_fill_other_bytes);
     tcase_add_test(tc, fill_differential);
-    tcase_add_test(tc, copy_differential);
     tcase_add_test(tc, check_refill_differential);
     suite_add_tcase(s, tc);
     tc = tcase_create("selection");

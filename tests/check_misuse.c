@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "check_suites.h"
+#include "helpers.h"
 
 #if SIZE_MAX == UINT_MAX
 #define SZ "j"
@@ -61,99 +62,39 @@ extern void op_delete_array_aligned_nothrow(void *, size_t, const void *) __asm_
 /* Event recorder and fixtures                                                                  */
 /* ------------------------------------------------------------------------------------------ */
 
-/* volatile: GCC takes free and realloc for functions that change no memory the program can
- * see, so without it a count read after a free could be one read before. */
-#define EV_MAX 64
-static volatile fastmm_event_type_t ev_type[EV_MAX];
-static const void *volatile ev_block[EV_MAX];
-static volatile size_t ev_count;
-static char ev_text[8192]; /* the first event's report */
-
-static void record_event(const fastmm_event_t *e, void *user)
-{
-    (void)user;
-    if (ev_count == 0) {
-        size_t i = 0;
-        for (; e->text != NULL && e->text[i] != '\0' && i + 1 < sizeof ev_text; i++)
-            ev_text[i] = e->text[i];
-        ev_text[i] = '\0';
-    }
-    if (ev_count < EV_MAX) {
-        ev_type[ev_count] = e->type;
-        ev_block[ev_count] = e->block;
-    }
-    ev_count++;
-}
-
-static int saved_stderr = -1;
-
 static void record_setup(void)
 {
-    ev_count = 0;
-    ev_text[0] = '\0';
-    fastmm_set_event_handler(record_event, NULL);
+    ev_record();
     fastmm_set_error_action(FASTMM_ON_ERROR_CONTINUE);
-    fflush(stderr);
-    saved_stderr = dup(2);
-    int fd = open("/dev/null", O_WRONLY);
-    if (fd >= 0) {
-        dup2(fd, 2);
-        close(fd);
-    }
+    quiet_stderr();
 }
 
 static void record_teardown(void)
 {
-    if (saved_stderr >= 0) {
-        dup2(saved_stderr, 2);
-        close(saved_stderr);
-        saved_stderr = -1;
-    }
+    restore_stderr();
     while (fastmm_debug_exit())
         ;
     fastmm_set_error_action(FASTMM_ON_ERROR_ABORT);
     fastmm_set_event_handler(NULL, NULL);
 }
 
-static const char *type_name(fastmm_event_type_t t)
-{
-    switch (t) {
-    case FASTMM_EVENT_INVALID_POINTER:
-        return "INVALID_POINTER";
-    case FASTMM_EVENT_DOUBLE_FREE:
-        return "DOUBLE_FREE";
-    case FASTMM_EVENT_HEADER_CORRUPTION:
-        return "HEADER_CORRUPTION";
-    case FASTMM_EVENT_FOOTER_CORRUPTION:
-        return "FOOTER_CORRUPTION";
-    case FASTMM_EVENT_MODIFIED_AFTER_FREE:
-        return "MODIFIED_AFTER_FREE";
-    case FASTMM_EVENT_MISMATCHED_DEALLOCATION:
-        return "MISMATCHED_DEALLOCATION";
-    case FASTMM_EVENT_SIZED_DELETE_MISMATCH:
-        return "SIZED_DELETE_MISMATCH";
-    default:
-        return "other";
-    }
-}
-
 /* Exactly one event since `before`: this type, about this block, its report containing text. */
 static void expect_event(size_t before, fastmm_event_type_t type, const void *block, const char *text,
                          const char *what)
 {
-    REQUIRE(ev_count == before + 1, "%s: %zu events, expected one %s (first report: \"%.300s\")", what,
-            ev_count - before, type_name(type), ev_text);
-    REQUIRE(ev_type[before] == type, "%s: event %s, expected %s: \"%.600s\"", what, type_name(ev_type[before]),
-            type_name(type), ev_text);
-    REQUIRE(ev_block[before] == block, "%s: event about %p, expected %p", what, ev_block[before], block);
-    REQUIRE(before != 0 || strstr(ev_text, text) != NULL, "%s: the report lacks \"%s\": \"%.1500s\"", what, text,
-            ev_text);
+    REQUIRE(evn() == before + 1, "%s: %zu events, expected one %s (first report: \"%.300s\")", what,
+            evn() - before, event_name(type), ev_first_text());
+    REQUIRE(ev_at(before).type == type, "%s: event %s, expected %s: \"%.600s\"", what, event_name(ev_at(before).type),
+            event_name(type), ev_first_text());
+    REQUIRE(ev_at(before).block == block, "%s: event about %p, expected %p", what, ev_at(before).block, block);
+    REQUIRE(before != 0 || strstr(ev_first_text(), text) != NULL, "%s: the report lacks \"%s\": \"%.1500s\"", what, text,
+            ev_first_text());
 }
 
 static void expect_none(size_t before, const char *what)
 {
-    REQUIRE(ev_count == before, "%s: %zu unexpected event(s), the first %s: \"%.600s\"", what, ev_count - before,
-            type_name(ev_type[before]), ev_text);
+    REQUIRE(evn() == before, "%s: %zu unexpected event(s), the first %s: \"%.600s\"", what, evn() - before,
+            event_name(ev_at(before).type), ev_first_text());
 }
 
 static unsigned char *check_new(void *p, size_t size, size_t alignment, const char *what)
@@ -186,7 +127,7 @@ START_TEST(test_operators_used_correctly)
 {
     if (_i == 1)
         fastmm_debug_enter();
-    size_t before = ev_count;
+    size_t before = evn();
     for (size_t k = 0; k < N_SIZES; k++) {
         size_t n = sizes[k];
         op_delete(check_new(op_new(n), n, FM_MIN_ALIGN, "new"));
@@ -283,16 +224,14 @@ END_TEST
  * too (std::terminate). */
 START_TEST(test_new_failure_aborts)
 {
-    char path[] = "/tmp/fastmm5-misuse-XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
+    char path[256];
+    int fd = make_tmp(path, sizeof path);
     bool runtime = dlsym(RTLD_DEFAULT, "_ZSt17__throw_bad_allocv") != NULL;
     fflush(NULL);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        struct rlimit rl = {0, 0};
-        setrlimit(RLIMIT_CORE, &rl);
+        no_core_dump();
         dup2(fd, 2);
         void *p = op_new(launder_size(TOO_BIG));
         escape(p);
@@ -371,7 +310,7 @@ START_TEST(test_debug_mismatch)
     }
     REQUIRE(fastmm_usable_size(p) == n, "%s: a %zu-byte debug block has usable size %zu", mm_names[kind], n,
             fastmm_usable_size(p));
-    size_t before = ev_count;
+    size_t before = evn();
     fastmm_event_type_t want = FASTMM_EVENT_MISMATCHED_DEALLOCATION;
     switch (kind) {
     case MM_NEW_ARRAY_DELETE:
@@ -401,9 +340,9 @@ START_TEST(test_debug_mismatch)
     }
     expect_event(before, want, p, mm_text[kind], mm_names[kind]);
     free(launder_ptr(p));
-    REQUIRE(ev_count == before + 2 && ev_type[before + 1] == FASTMM_EVENT_DOUBLE_FREE,
+    REQUIRE(evn() == before + 2 && ev_at(before + 1).type == FASTMM_EVENT_DOUBLE_FREE,
             "%s: the block was not freed (a second release: %zu events, the last %s)", mm_names[kind],
-            ev_count - before, type_name(ev_type[ev_count - 1]));
+            evn() - before, event_name(ev_at(evn() - 1).type));
 }
 END_TEST
 
@@ -429,18 +368,16 @@ START_TEST(test_normal_sized_delete)
             aligned_by_chance = p; /* kept until the next one, which cannot sit at the same address */
             p = op_new(cases[i].alloc);
         }
-        size_t before = ev_count;
-        ev_count = 0; /* the report text is kept for the first event */
+        ev_reset(); /* the first event's report text is kept */
         if (cases[i].alignment != 0)
             op_delete_aligned(p, cases[i].alignment);
         else
             op_delete_sized(p, cases[i].passed);
         expect_event(0, cases[i].type, p, cases[i].text, "normal-mode delete");
-        REQUIRE(strstr(ev_text, "It is freed all the same.") != NULL, "report: \"%.600s\"", ev_text);
+        REQUIRE(strstr(ev_first_text(), "It is freed all the same.") != NULL, "report: \"%.600s\"", ev_first_text());
         void *q = malloc(launder_size(8)); /* the heap still works */
         free(q);
-        REQUIRE(ev_count == 1, "case %zu: %zu events", i, ev_count);
-        ev_count = before;
+        REQUIRE(evn() == 1, "case %zu: %zu events", i, evn());
         op_delete(aligned_by_chance);
     }
 }
@@ -476,7 +413,7 @@ START_TEST(test_damaged_header)
     *at ^= 0x5c;
     escape(at);
     for (int op = 0; op < 3; op++) {
-        size_t before = ev_count;
+        size_t before = evn();
         if (op == 0) {
             free(launder_ptr(p));
         } else if (op == 1) {
@@ -489,14 +426,14 @@ START_TEST(test_damaged_header)
         if (op == 0)
             expect_event(before, FASTMM_EVENT_HEADER_CORRUPTION, p, text, "free after an underflow");
         else
-            REQUIRE(ev_count == before + 1 && ev_type[before] == FASTMM_EVENT_HEADER_CORRUPTION &&
-                        ev_block[before] == p,
+            REQUIRE(evn() == before + 1 && ev_at(before).type == FASTMM_EVENT_HEADER_CORRUPTION &&
+                        ev_at(before).block == p,
                     "%s after an underflow: %zu events, the first %s", op == 1 ? "realloc" : "usable size",
-                    ev_count - before, type_name(ev_type[before]));
+                    evn() - before, event_name(ev_at(before).type));
     }
     *at ^= 0x5c;
     escape(at);
-    size_t before = ev_count;
+    size_t before = evn();
     REQUIRE(p[0] == 7 && p[n - 1] == 7, "the refused block changed");
     free(launder_ptr(p));
     expect_none(before, "free of the repaired block");
@@ -510,11 +447,11 @@ START_TEST(test_interior_still_invalid)
     for (int k = 0; k < 2; k++) {
         size_t n = k == 0 ? 100 : 20000, off = k == 0 ? 16 : 64;
         unsigned char *p = launder_ptr(malloc(launder_size(n)));
-        size_t before = ev_count;
+        size_t before = evn();
         free(launder_ptr(p + off));
-        REQUIRE(ev_count == before + 1 && ev_type[before] == FASTMM_EVENT_INVALID_POINTER,
-                "free(p + %zu) of a %zu-byte block: %zu events, the first %s", off, n, ev_count - before,
-                type_name(ev_type[before]));
+        REQUIRE(evn() == before + 1 && ev_at(before).type == FASTMM_EVENT_INVALID_POINTER,
+                "free(p + %zu) of a %zu-byte block: %zu events, the first %s", off, n, evn() - before,
+                event_name(ev_at(before).type));
         free(p);
     }
 }
@@ -541,9 +478,8 @@ static size_t count(const char *text, const char *what)
  * reports nothing at exit. */
 START_TEST(test_check_at_exit)
 {
-    char path[] = "/tmp/fastmm5-misuse-XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
+    char path[256];
+    int fd = make_tmp(path, sizeof path);
     fflush(NULL);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "check_suites.h"
+#include "helpers.h"
 
 static atomic_int fail_count;
 static char fail_msg[512];
@@ -358,8 +359,7 @@ START_TEST(test_fork_while_allocating)
             break;
         }
         if (pid == 0) {
-            struct rlimit rl = {0, 0};
-            setrlimit(RLIMIT_CORE, &rl);
+            no_core_dump();
             /* A deadlocked child dies of SIGALRM instead of hanging the test. Not through the
              * handler inherited from Check: in CK_FORK=no mode (check-valgrind) that handler
              * kills its process group with SIGKILL, which here is the parent, make and CI.

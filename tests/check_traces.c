@@ -25,6 +25,7 @@
 #include <config.h>
 
 #include "check_suites.h"
+#include "helpers.h"
 
 #if defined(__has_include)
 #if __has_include(<valgrind/valgrind.h>)
@@ -385,11 +386,9 @@ START_TEST(test_trace_current_call)
     void *p = malloc(200);
     void *keep = malloc(200);
     call_free(p);
-    int saved = dup(2), null = open("/dev/null", O_WRONLY);
-    dup2(null, 2);
+    quiet_stderr();
     call_free_again(p);
-    dup2(saved, 2);
-    close(null);
+    restore_stderr();
     REQUIRE(strstr(report, "Stack trace of the call:") != NULL, "no current stack in the report: \"%.1500s\"",
             report);
     REQUIRE(strstr(report, "Stack trace of the call:") < strstr(report, "allocation stack trace"),
@@ -402,12 +401,9 @@ START_TEST(test_trace_current_call)
     /* and an invalid pointer's report, which is not about a debug block */
     char local[64];
     report[0] = '\0';
-    null = open("/dev/null", O_WRONLY);
-    dup2(null, 2);
+    quiet_stderr();
     call_free_again(local + 16);
-    dup2(saved, 2);
-    close(saved);
-    close(null);
+    restore_stderr();
     REQUIRE(strstr(report, "invalid pointer") != NULL, "no invalid-pointer report: \"%.1500s\"", report);
     current = first_under("Stack trace of the call:");
     REQUIRE(inside(current, (void *)call_free_again),
@@ -452,12 +448,9 @@ START_TEST(test_trace_file_and_line)
     void *p = malloc(200);
     void *keep = malloc(200);
     call_free(p);
-    int saved = dup(2), null = open("/dev/null", O_WRONLY);
-    dup2(null, 2);
+    quiet_stderr();
     call_free_again(p);
-    dup2(saved, 2);
-    close(saved);
-    close(null);
+    restore_stderr();
     setenv("FASTMM5_SYMBOLIZER", "none", 1);
     char want[64];
     snprintf(want, sizeof want, "check_traces.c:%d", (int)FREE_AGAIN_LINE);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "check_suites.h"
+#include "helpers.h"
 
 #define MIB ((size_t)1 << 20)
 
@@ -264,10 +265,7 @@ END_TEST
 START_TEST(test_usage_report_writes)
 {
     char path[256];
-    const char *dir = getenv("TMPDIR");
-    snprintf(path, sizeof path, "%s/fastmm5-usage-XXXXXX", dir != NULL && *dir != '\0' ? dir : "/tmp");
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
+    int fd = make_tmp(path, sizeof path);
     void *p = malloc(1000);
     fastmm_write_usage_report(fd);
     free(p);

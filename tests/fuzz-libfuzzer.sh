@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/fuzz-libfuzzer.sh - fuzzes libfastmm5 with libFuzzer for a bounded time (make check).
+# tests/fuzz-libfuzzer.sh - fuzzes libfastmm5 with libFuzzer for a bounded time (make check-long).
 #
 # Builds the library core (FM_FUZZ_SOURCES: lib_libfastmm5_core_la_SOURCES as this build has them,
 # the asm kernels included where configure chose them; config.h from the build directory) with

@@ -15,8 +15,14 @@
 #
 # Programs: python3 (a pure-Python workload), sort (a generated 200k-line file), gcc -O2 -c (a
 # generated C file), ls -la /usr/bin. One that is not installed is skipped (SKIP), the rest still
-# run. Exit status: 0 pass, 1 fail, 77 all skipped (or no shared library), 99 hard error.
+# run. FM_PRELOAD_SCALE (1 in make check, 5 in make check-long) multiplies the python3 workload
+# (50k items) and the functions of the C file (60; gcc -O2 takes about 3 s for them here).
+# Exit status: 0 pass, 1 fail, 77 all skipped (or no shared library), 99 hard error.
 set -u
+scale=${FM_PRELOAD_SCALE:-1}
+case $scale in
+    '' | *[!0-9]* | 0) echo "ERROR: FM_PRELOAD_SCALE=$scale: expected a positive number"; exit 99 ;;
+esac
 
 top_builddir=${top_builddir:-.}
 so=$top_builddir/lib/.libs/libfastmm5.so
@@ -139,9 +145,9 @@ awk 'BEGIN {
 }' > sort.in || exit 99
 
 # A C file with enough functions and loops to make gcc -O2 allocate.
-awk 'BEGIN {
+awk -v functions=`expr 60 \* $scale` 'BEGIN {
     print "#include <stddef.h>"
-    for (f = 0; f < 300; f++) {
+    for (f = 0; f < functions; f++) {
         printf "struct s%d { int a[%d]; double d; struct s%d *next; };\n", f, 1 + f % 13, f
         printf "int f%d(struct s%d *p, int n) {\n  int r = %d;\n", f, f, f
         print  "  for (int i = 0; i < n; i++) {"
@@ -156,13 +162,16 @@ awk 'BEGIN {
 
 # --- Programs -----------------------------------------------------------------------------------
 
+FM_N=`expr 50000 \* $scale`
+export FM_N
 run_case python3 python3 - python3 -c '
-import hashlib
+import hashlib, os
+n = int(os.environ["FM_N"])
 d = {}
-for i in range(200000):
+for i in range(n):
     d["k%d" % i] = [i, str(i) * (i % 7), (i * 7919) % 200003]
 items = sorted(d.items(), key=lambda kv: (kv[1][2], kv[0]))
-words = sorted("w%x" % ((i * 2654435761) % 4294967296) for i in range(200000))
+words = sorted("w%x" % ((i * 2654435761) % 4294967296) for i in range(n))
 text = " ".join(words)
 parts = text.split(" ")
 h = hashlib.sha256()
