@@ -84,15 +84,18 @@ bool fm_options_init(void);
 size_t fm_options_medium_span_size(void);
 void fm_options_describe(int fd);
 
-/* ---- eventlog.c: reports to standard error / the log file / the handler ---- */
+/* ---- report.c: the plain report writer (text into a caller's buffer) ---- */
 typedef struct fm_report {
     char *buf;
     size_t len, cap;
 } fm_report_t;
 void fm_report_str(fm_report_t *r, const char *s);
+void fm_report_digits(fm_report_t *r, uint64_t v, unsigned base, unsigned min_digits);
 void fm_report_hex(fm_report_t *r, uintptr_t v);
 void fm_report_dec(fm_report_t *r, uint64_t v);
 void fm_report_dump(fm_report_t *r, const void *p, size_t n);
+
+/* ---- eventlog.c: reports to standard error / the log file / the handler ---- */
 /* Writes the report, calls the handler, then aborts unless the action is "continue". */
 void fm_event_raise(fastmm_event_type_t type, const void *block, size_t size, uint32_t allocation_number,
                     fm_report_t *r);
