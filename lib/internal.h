@@ -314,7 +314,7 @@ void fm_large_collect(fm_usage_detail_t *d);
 size_t fm_large_visit_debug_blocks(bool (*check)(const void *outer));
 void fm_large_visit_used(void (*visit)(void *block, size_t usable, void *arg), void *arg);
 
-/* ---- api.c: classification shared by free, realloc and usable_size ---- */
+/* ---- dispatch.c: classification shared by free, realloc and usable_size; allocation and freeing by kind ---- */
 typedef enum { FM_BLOCK_INVALID, FM_BLOCK_SMALL, FM_BLOCK_MEDIUM, FM_BLOCK_LARGE } fm_block_kind_t;
 typedef struct fm_block_ref {
     fm_block_kind_t kind;
@@ -326,7 +326,7 @@ size_t fm_block_usable(const void *p, fm_block_ref_t ref);
 bool fm_block_mark_free(void *p); /* in use -> free, atomically; false if it was already free */
 void *fm_alloc(size_t size);
 void *fm_track_new(void *p, size_t size, bool zeroed);
-void *fm_alloc_aligned(size_t alignment, size_t size);
+void *fm_alloc_aligned(size_t alignment, size_t size); /* api.c: a debug block in debug mode */
 void *fm_alloc_aligned_untracked(size_t alignment, size_t size); /* alignment > FM_MIN_ALIGN */
 void fm_free_classified(void *p, fm_block_ref_t ref);
 void fm_free_cached(void *p, fm_block_ref_t ref); /* small or medium */
