@@ -47,11 +47,6 @@ FM_STATIC_ASSERT(sizeof(debug_header_t) == HEADER_SIZE, "FastMM5's debug header 
 FM_STATIC_ASSERT(offsetof(debug_header_t, header_checksum) == (FM_IS64 ? 20 : 28), "FastMM5 layout");
 FM_STATIC_ASSERT(offsetof(debug_header_t, flags) == 62, "the flags must end right before the user data");
 
-bool fm_debug_on;
-bool fm_erase_allocated; /* FastMM5's erase modes: a lightweight subset of debug mode (4.10) */
-bool fm_erase_freed;
-bool fm_slow_alloc;      /* debug mode, erase-allocated or memcheck: malloc's frameless path is off */
-bool fm_slow_free;       /* erase-freed or memcheck: free's frameless path is off */
 static int debug_counter;
 static int erase_allocated_counter;
 static int erase_freed_counter;

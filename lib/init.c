@@ -22,9 +22,6 @@ extern void *__dso_handle;
 
 static fm_lock_t init_lock;
 static bool atfork_registered;
-/* Here, not in debug.c: this file's variables are written at start-up anyway, and a page of
- * .bss that nothing writes costs no memory (see fm_debug_init). */
-uint64_t fm_start_ms;
 
 /* What the dynamic loader calls at exit as the library's DT_FINI (configure links with
  * -Wl,-fini=fm_fini where the linker has it): nothing to do, like the default, crti's _fini,

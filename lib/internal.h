@@ -180,7 +180,16 @@ void fm_small_lock_all(void);
 void fm_small_unlock_all(void);
 uint64_t fm_small_contention(void);
 uint64_t fm_small_served(void);
-uint32_t fm_small_unfed_blocks(const fm_small_manager_t *m, const fm_small_span_t *s);
+/* The blocks of span s that m's feed has not handed out yet (counted in blocks_in_use): 0 unless s
+ * is m's feed span. Read without m's lock (approximate); inline, as the medium walkers need it
+ * for the small spans inside their blocks. */
+FM_INLINE uint32_t fm_small_unfed_blocks(const fm_small_manager_t *m, const fm_small_span_t *s)
+{
+    if (fm_load_relaxed(&m->feed_span) != s)
+        return 0;
+    uint32_t offset = (uint32_t)fm_load_relaxed(&m->feed); /* the feed's offset half */
+    return offset < FM_SMALL_SPAN_HEADER ? 0 : (offset - FM_SMALL_SPAN_HEADER) / m->block_size;
+}
 extern bool fm_small_keep_empty_spans;
 
 /* ---- tcache.c: per-thread cache of free small and medium blocks ---- */
@@ -332,7 +341,11 @@ void fm_free_classified(void *p, fm_block_ref_t ref);
 void fm_free_cached(void *p, fm_block_ref_t ref); /* small or medium */
 void fm_ensure_init(void);
 extern bool fm_ready;
-extern uint64_t fm_start_ms; /* coarse time at start-up (init.c); debug blocks' times count from it */
+
+/* ---- modes.c: the mode flags (written by debug.c) and the start time ---- */
+extern bool fm_debug_on;
+extern bool fm_erase_allocated, fm_erase_freed, fm_slow_alloc, fm_slow_free;
+extern uint64_t fm_start_ms; /* coarse time at start-up; debug blocks' times count from it */
 
 /* Which family of functions allocated a block, and how it is released: malloc & co. / free,
  * operator new / delete, operator new[] / delete[] (operators.c). FM_DELETE_SIZED: a sized
@@ -376,8 +389,6 @@ void fm_stack_report_current(fm_report_t *r, const fm_stack_current_t *cur);
 
 /* ---- debug.c: FastMM5's debug mode ---- */
 #define FM_DEBUG_FILL_ALLOCATED 0x90
-extern bool fm_debug_on;
-extern bool fm_erase_allocated, fm_erase_freed, fm_slow_alloc, fm_slow_free;
 void fm_debug_init(void);
 void *fm_debug_alloc(size_t size, int fill); /* fill: 0x90, 0 (calloc) or -1 (none) */
 /* Debug blocks for operator new: aligned (a power of two up to FM_DEBUG_MAX_ALIGN, which the
@@ -392,7 +403,7 @@ bool fm_debug_delete_block(void *p, size_t size, size_t alignment, unsigned how)
  * starts whose header was overwritten (a debug header, or a plain block's flag word), that is
  * reported as HEADER_CORRUPTION (the block is left alone) and true returned. */
 bool fm_debug_report_damaged_header(const char *operation, const void *p);
-/* delete_check.c: the plain-block half of that (a block starts at p, its flag word is garbage) */
+/* damaged.c: the plain-block half of that (a block starts at p, its flag word is garbage) */
 bool fm_block_start_damaged(const void *p, size_t *usable, const char **kind);
 bool fm_debug_classify(const void *p, fm_block_ref_t *outer_ref);
 void fm_debug_free_or_report(void *p, fm_block_ref_t plain_ref);

@@ -495,14 +495,6 @@ uint64_t fm_small_served(void)
     return n;
 }
 
-uint32_t fm_small_unfed_blocks(const fm_small_manager_t *m, const fm_small_span_t *s)
-{
-    if (fm_load_relaxed(&m->feed_span) != s)
-        return 0;
-    uint32_t offset = FEED_OFFSET(fm_load_relaxed(&m->feed));
-    return offset < FM_SMALL_SPAN_HEADER ? 0 : (offset - FM_SMALL_SPAN_HEADER) / m->block_size;
-}
-
 bool fm_small_drain_all(void)
 {
     bool all = true;
