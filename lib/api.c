@@ -8,17 +8,10 @@
 #include <errno.h>
 #include <string.h>
 
-bool fm_ready;
-
-void fm_ensure_init(void)
-{
-    if (FM_UNLIKELY(!fm_load_acquire(&fm_ready)))
-        fm_init_once();
-}
-
 /* An aligned block for posix_memalign, memalign and aligned_alloc: a debug block in debug mode. */
 void *fm_alloc_aligned(size_t alignment, size_t size)
 {
+    fm_ensure_init();
     if (alignment <= FM_MIN_ALIGN)
         return fm_load_relaxed(&fm_debug_on) ? fm_debug_alloc(size, FM_DEBUG_FILL_ALLOCATED)
                                              : fm_track_new(fm_alloc(size), size, false);
@@ -75,6 +68,7 @@ static FM_NOINLINE void *malloc_full(size_t size)
     }
     if (fm_load_relaxed(&fm_debug_on))
         return fm_debug_alloc(size, FM_DEBUG_FILL_ALLOCATED);
+    fm_ensure_init();
     void *p = fm_track_new(fm_alloc(size), size, false);
     if (fm_load_relaxed(&fm_erase_allocated) && p != NULL) /* malloc only: not calloc or realloc */
         fm_fill(p, FM_DEBUG_FILL_ALLOCATED, fm_track_usable(p, fm_block_usable(p, fm_block_classify(p))));
@@ -341,6 +335,7 @@ FM_EXPORT void *fastmm_calloc(size_t count, size_t size)
     }
     if (fm_load_relaxed(&fm_debug_on))
         return fm_debug_alloc(total, 0);
+    fm_ensure_init();
     void *p = fm_alloc(total);
     /* a large block in a fresh mapping is already zero; a retained one (large.c) is not */
     bool fresh = p != NULL && total > FM_MEDIUM_MAX_USER && !fm_large_header_of(p)->recycled;

@@ -1063,7 +1063,7 @@ FM_EVERY_PROCESS void fm_debug_init(void)
 
 FM_EXPORT bool fastmm_debug_enter(void)
 {
-    fm_ensure_init();
+    fm_hooks.start();
     fm_lock_wait(&mode_lock);
     debug_counter++;
     fm_store_relaxed(&fm_debug_used, true);
@@ -1122,7 +1122,7 @@ void fm_debug_report_leak_block(fm_report_t *r, const void *outer) { report_bloc
 
 FM_EXPORT size_t fastmm_debug_scan(void)
 {
-    fm_ensure_init();
+    fm_hooks.start();
     return fm_medium_visit_debug_blocks(fm_debug_scan_block) + fm_large_visit_debug_blocks(fm_debug_scan_block);
 }
 
@@ -1167,7 +1167,7 @@ bool fm_debug_block_details(const void *outer, fm_debug_details_t *out)
 
 static bool change_counter(int *counter, int delta)
 {
-    fm_ensure_init();
+    fm_hooks.start();
     fm_lock_wait(&mode_lock);
     bool ok = delta > 0 || *counter > 0;
     if (ok)

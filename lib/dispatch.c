@@ -85,7 +85,7 @@ bool fm_block_mark_free(void *p)
 void fm_free_cached(void *p, fm_block_ref_t ref)
 {
     if (!fm_block_mark_free(p)) {
-        fm_event_invalid_pointer("free", p, "the block was already freed");
+        fm_hooks.invalid_pointer("free", p, "the block was already freed");
         return;
     }
     if (ref.kind == FM_BLOCK_SMALL) {
@@ -100,7 +100,7 @@ void fm_free_cached(void *p, fm_block_ref_t ref)
 void fm_free_classified(void *p, fm_block_ref_t ref)
 {
     if (!fm_block_mark_free(p)) {
-        fm_event_invalid_pointer("free", p, "the block was already freed");
+        fm_hooks.invalid_pointer("free", p, "the block was already freed");
         return;
     }
     switch (ref.kind) {
@@ -131,11 +131,11 @@ void *fm_track_new(void *p, size_t size, bool zeroed)
 /* Small and medium blocks come from this thread's cache first. Debug blocks are freed into it
  * too (debug.c), and its stacks are LIFO, so a freed debug block is the first one reused, as in
  * FastMM5: a write after free is caught at the next allocation of that size. Taking a freed
- * debug block from the cache vets it (tcache.c), as taking one from an arena does. */
+ * debug block from the cache vets it (tcache.c), as taking one from an arena does. The callers
+ * have started the heap (fm_ensure_init), as for every function here. */
 void *fm_alloc(size_t size)
 {
     void *p;
-    fm_ensure_init();
     if (FM_LIKELY(size <= FM_SMALL_MAX_USER)) {
         p = fm_tcache_refill(fm_small_class_of(size));
     } else if (size <= FM_MEDIUM_MAX_USER) {
@@ -172,7 +172,6 @@ static void *alloc_small_aligned(size_t size, size_t alignment)
  * yet told to memcheck (debug mode's outer blocks are the library's own). */
 void *fm_alloc_aligned_untracked(size_t alignment, size_t size)
 {
-    fm_ensure_init();
     void *p = NULL;
     /* size + alignment must stay within PTRDIFF_MAX (glibc); the top-bit alignment alone
      * (2^63, 2^31 on i386) exceeds it and would wrap the subtraction */

@@ -1,9 +1,7 @@
 /*
- * init.c - start-up order, fork handlers and exit-time work.
- *
- * Initialization runs on the first allocation, from whichever thread makes it, with no call that
- * could allocate before the heap is ready. Only then are the fork handlers registered, because
- * pthread_atfork itself may allocate (which is then served normally).
+ * init.c - the process hooks: the constructor (options that need the environment), the fork
+ * handlers, the exit-time work, and the hook table through which the lower layers reach up
+ * (hooks.h). The heap itself starts lazily, in startup.c.
  */
 #include "internal.h"
 
@@ -20,7 +18,6 @@ extern int __register_atfork(void (*prepare)(void), void (*parent)(void), void (
     __attribute__((weak));
 extern void *__dso_handle;
 
-static fm_lock_t init_lock;
 static bool atfork_registered;
 
 /* What the dynamic loader calls at exit as the library's DT_FINI (configure links with
@@ -157,22 +154,11 @@ static void after_fork(void)
         _IO_list_unlock();
 }
 
-void fm_init_once(void)
+/* The hook table's heap_ready (hooks.h): called by every start-up of the heap (startup.c), it
+ * registers the fork handlers the first time. Only then, because pthread_atfork itself may
+ * allocate (which is then served normally). */
+static void register_fork_handlers(void)
 {
-    fm_lock_wait(&init_lock);
-    if (!fm_load_relaxed(&fm_ready)) {
-        fm_start_ms = fm_os_coarse_time_ms();
-        fm_options_init();
-        fm_sizeclass_init();
-        fm_small_init();
-        fm_kernels_init(fm_options.disable_asm);
-        fm_tcache_init();
-        fm_track_init(); /* before fm_debug_init: the fast-path flags depend on fm_track_on */
-        fm_debug_init();
-        fm_store_release(&fm_ready, true);
-        fm_tcache_init_key();
-    }
-    fm_lock_release(&init_lock);
     if (!fm_load_acquire(&atfork_registered)) {
         fm_store_release(&atfork_registered, true);
         if (__register_atfork != NULL)
@@ -181,6 +167,17 @@ void fm_init_once(void)
             pthread_atfork(before_fork, after_fork, after_fork_in_child);
     }
 }
+
+/* What the layers below need from above (hooks.h): a constant, complete before the first
+ * allocation. */
+const fm_hooks_t fm_hooks = {
+    .start = fm_start_heap,
+    .heap_ready = register_fork_handlers,
+    .debug_check_reuse = fm_debug_check_reuse,
+    .debug_freed_block_intact = fm_debug_freed_block_intact,
+    .freed_block_damaged = fm_event_freed_block_damaged,
+    .invalid_pointer = fm_event_invalid_pointer,
+};
 
 /* Applies the options that switch modes, once they have been read. */
 static void apply_start_options(void)

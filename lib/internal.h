@@ -21,6 +21,7 @@
 #include "layout.h"
 #include "kernels.h"
 #include "track.h"
+#include "hooks.h"
 
 #include <fastmm5.h>
 
@@ -339,13 +340,23 @@ void *fm_alloc_aligned(size_t alignment, size_t size); /* api.c: a debug block i
 void *fm_alloc_aligned_untracked(size_t alignment, size_t size); /* alignment > FM_MIN_ALIGN */
 void fm_free_classified(void *p, fm_block_ref_t ref);
 void fm_free_cached(void *p, fm_block_ref_t ref); /* small or medium */
-void fm_ensure_init(void);
-extern bool fm_ready;
 
 /* ---- modes.c: the mode flags (written by debug.c) and the start time ---- */
 extern bool fm_debug_on;
 extern bool fm_erase_allocated, fm_erase_freed, fm_slow_alloc, fm_slow_free;
 extern uint64_t fm_start_ms; /* coarse time at start-up; debug blocks' times count from it */
+
+/* ---- startup.c: the lazy one-time start of the heap ---- */
+extern bool fm_ready;
+void fm_init_once(void);
+void fm_start_heap(void); /* fm_ensure_init out of line, for the hook table */
+/* Starts the heap unless it is ready: every entry point that needs the heap, from start-up's
+ * layer up (below it, through fm_hooks.start). */
+FM_INLINE void fm_ensure_init(void)
+{
+    if (FM_UNLIKELY(!fm_load_acquire(&fm_ready)))
+        fm_init_once();
+}
 
 /* Which family of functions allocated a block, and how it is released: malloc & co. / free,
  * operator new / delete, operator new[] / delete[] (operators.c). FM_DELETE_SIZED: a sized
@@ -457,8 +468,5 @@ const char *fm_walk_strategy_name(unsigned strategy);
 unsigned fm_tuning_min_alignment(void);
 void fm_tuning_start(void); /* from init.c once the options are read: FASTMM5_MIN_ALIGNMENT */
 bool fm_tuning_parse_size(const char *s, size_t *out); /* "<n>[K|M|G]" for FASTMM5_MEMORY_LIMIT */
-
-/* ---- init.c ---- */
-void fm_init_once(void);
 
 #endif

@@ -237,7 +237,7 @@ void *fm_small_alloc(unsigned class_index)
         if (b == NULL || !(fm_flags_get(b) & FM_FLAG_DEBUG_INFO))
             return b;
         fm_flags_set(b, fm_flags_get(b) | FM_FLAG_FREE); /* the check expects the freed state */
-        if (fm_debug_check_reuse(b)) {
+        if (fm_hooks.debug_check_reuse(b)) {
             fm_flags_set(b, fm_flags_get(b) & ~FM_FLAG_FREE);
             return b;
         }
@@ -344,7 +344,7 @@ static unsigned vet_chain(void **chain, unsigned n)
     void *kept = NULL; /* the last block kept, whose link leads on; NULL: *chain does */
     for (void *b = *chain; b != NULL;) {
         void *next = fm_link_get(b);
-        if ((fm_flags_get(b) & FM_FLAG_DEBUG_INFO) && !fm_debug_check_reuse(b)) {
+        if ((fm_flags_get(b) & FM_FLAG_DEBUG_INFO) && !fm_hooks.debug_check_reuse(b)) {
             if (kept == NULL)
                 *chain = next;
             else

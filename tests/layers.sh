@@ -11,6 +11,7 @@
 # It reads `nm` of the built objects (lib/.libs/*.o, or lib/*.o where libtool built no PIC
 # objects): a symbol one object leaves undefined (U) and another defines is a use of the second.
 # A lib/*.c missing from the table fails, so a new file is given a layer when it is added.
+# The hook table itself (fm_hooks, defined by init.c) is the one thing every layer may name.
 #
 # Exit status: 0 pass, 1 fail, 77 skip (no objects built), 99 hard error.
 set -u
@@ -18,26 +19,27 @@ set -u
 top_builddir=${top_builddir:-.}
 NM=${NM_PROG:-nm}
 
-# file layer (lowest first). Layer numbers: 0 platform, 1 configuration and block geometry,
-# 2.x the managers, 3 block dispatch, 4 debug/realloc/reports, 5 start-up, 6 public entry points
-# and introspection, 7 process hooks and the libc names.
+# file layer (lowest first). Layer numbers: 0 platform, 1 configuration, block geometry and the
+# mode flags, 2.x the managers, 3 block dispatch, 4 debug mode and reports, 5 start-up, 6 public
+# entry points with the policies they own (realloc, delete checks) and introspection, 7 process
+# hooks and the libc names.
 table='
 os_linux      0     system calls, time, thread ids, environment
 kernels       0     fill/check byte kernels and their selection
 pagemap       0     which address range belongs to which manager
 track         0     memcheck client requests
 unwind        0     stack unwinding
-report        0     the plain report writer (strings, hex, decimal to the log)
+report        0     the plain report writer (text into a given buffer)
 sizeclass     1     small and medium size classes
 options       1     FASTMM5_* options parsed
+modes         1     the mode flags the fast paths test, the start time
 large         2.0   large blocks (own mappings)
 medium        2.1   medium blocks (spans from large-block-sized mappings)
 small         2.2   small blocks (spans carved from medium blocks)
 tcache        2.3   per-thread caches in front of small and medium
 dispatch      3     classify a pointer, allocate and free by kind, usable size
+damaged       3     a plain block whose flag word was overwritten, from the span records
 debug         4     debug mode
-delete_check  4     C++ delete checks
-realloc       4     realloc policy
 eventlog      4     events: reports of damage and misuse
 stacktrace    4     stack traces for reports
 symbolize     4     addresses to names
@@ -46,6 +48,8 @@ leakscan      4     leak scan
 leaksupp      4     leak suppressions
 startup       5     the lazy one-time initialization of everything below
 api           6     fastmm_* entry points
+realloc       6     realloc policy (frees the old block as free() does)
+delete_check  6     C++ delete checks (free the block as free() does)
 walk          6     heap walker and state/JSON writers
 usage         6     usage report
 tuning        6     memory limit, strategy, alignment, trimming
@@ -55,7 +59,8 @@ override      7     the libc names (malloc, free, ...)
 '
 
 # Options apply their settings through debug and tuning for now: this is the one exception to
-# the order, to be deleted when the options only parse and one place applies them.
+# the order, to be deleted when the options only parse and one place applies them. These edges
+# are left out of the cycle check too.
 exceptions='
 options debug
 options tuning
@@ -87,6 +92,7 @@ printf '%s\n---\n%s\n---\n%s\n' "$table" "$exceptions" "$syms" | awk '
     part == 0 && NF >= 2 { layer[$1] = $2 + 0; next }
     part == 1 && NF == 2 { allowed[$1 " " $2] = 1; next }
     part == 2 && $2 == "D" { def[$3] = $1; files[$1] = 1; next }
+    part == 2 && $2 == "U" && $3 == "fm_hooks" { files[$1] = 1; next }
     part == 2 && $2 == "U" { nuse++; ufile[nuse] = $1; uname[nuse] = $3; files[$1] = 1; next }
     END {
         for (f in files)
@@ -112,7 +118,7 @@ printf '%s\n---\n%s\n---\n%s\n' "$table" "$exceptions" "$syms" | awk '
         # the few files there are.
         n = 0
         for (f in files) { n++; idx[f] = n; name_of[n] = f }
-        for (e in edge) { split(e, ft, " "); reach[idx[ft[1]], idx[ft[2]]] = 1 }
+        for (e in edge) { if (e in allowed) continue; split(e, ft, " "); reach[idx[ft[1]], idx[ft[2]]] = 1 }
         for (k = 1; k <= n; k++)
             for (i = 1; i <= n; i++)
                 if ((i, k) in reach)
@@ -130,7 +136,7 @@ printf '%s\n---\n%s\n---\n%s\n' "$table" "$exceptions" "$syms" | awk '
                 print "FAIL: a cycle of cross-file calls through " size " files: " members
                 for (e in edge) {
                     split(e, ft, " ")
-                    if ((ft[1] in insc) && (ft[2] in insc)) print "    " ft[1] " -> " ft[2] ": " edge[e]
+                    if ((ft[1] in insc) && (ft[2] in insc) && !(e in allowed)) print "    " ft[1] " -> " ft[2] ": " edge[e]
                 }
                 bad = 1
             }
