@@ -120,14 +120,6 @@ void fm_free_classified(void *p, fm_block_ref_t ref)
 
 /* ---- allocation ---- */
 
-/* Tells memcheck about a new plain block (track.h); returns it. */
-void *fm_track_new(void *p, size_t size, bool zeroed)
-{
-    if (FM_UNLIKELY(fm_track_on) && p != NULL)
-        fm_track_alloc(p, size, fm_block_usable(p, fm_block_classify(p)), zeroed);
-    return p;
-}
-
 /* Small and medium blocks come from this thread's cache first. Debug blocks are freed into it
  * too (debug.c), and its stacks are LIFO, so a freed debug block is the first one reused, as in
  * FastMM5: a write after free is caught at the next allocation of that size. Taking a freed

@@ -335,11 +335,18 @@ fm_block_ref_t fm_block_classify(const void *p);
 size_t fm_block_usable(const void *p, fm_block_ref_t ref);
 bool fm_block_mark_free(void *p); /* in use -> free, atomically; false if it was already free */
 void *fm_alloc(size_t size);
-void *fm_track_new(void *p, size_t size, bool zeroed);
 void *fm_alloc_aligned(size_t alignment, size_t size); /* api.c: a debug block in debug mode */
 void *fm_alloc_aligned_untracked(size_t alignment, size_t size); /* alignment > FM_MIN_ALIGN */
 void fm_free_classified(void *p, fm_block_ref_t ref);
 void fm_free_cached(void *p, fm_block_ref_t ref); /* small or medium */
+/* Tells memcheck about a new plain block (track.h); returns it. Inline: malloc's slow path
+ * (api.c) makes no call for it in normal mode. */
+FM_INLINE void *fm_track_new(void *p, size_t size, bool zeroed)
+{
+    if (FM_UNLIKELY(fm_track_on) && p != NULL)
+        fm_track_alloc(p, size, fm_block_usable(p, fm_block_classify(p)), zeroed);
+    return p;
+}
 
 /* ---- modes.c: the mode flags (written by debug.c) and the start time ---- */
 extern bool fm_debug_on;

@@ -249,7 +249,7 @@ void *fm_tcache_refill(unsigned c)
          * block whose flag word was overwritten while it was free (a write just before it, or
          * past the end of the block below it). */
         unsigned flags = fm_flags_get(b);
-        if ((flags & FM_FLAG_DEBUG_INFO) ? !fm_hooks.debug_check_reuse(b)
+        if (FM_UNLIKELY(flags & FM_FLAG_DEBUG_INFO) ? !fm_hooks.debug_check_reuse(b)
                                          : (flags & FM_SMALL_STATE_MASK) != FM_SMALL_FREE_STATE) {
             if (!(flags & FM_FLAG_DEBUG_INFO))
                 fm_hooks.freed_block_damaged("malloc", b, flags);
