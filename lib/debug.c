@@ -47,11 +47,6 @@ FM_STATIC_ASSERT(sizeof(debug_header_t) == HEADER_SIZE, "FastMM5's debug header 
 FM_STATIC_ASSERT(offsetof(debug_header_t, header_checksum) == (FM_IS64 ? 20 : 28), "FastMM5 layout");
 FM_STATIC_ASSERT(offsetof(debug_header_t, flags) == 62, "the flags must end right before the user data");
 
-bool fm_debug_on;
-bool fm_erase_allocated; /* FastMM5's erase modes: a lightweight subset of debug mode (4.10) */
-bool fm_erase_freed;
-bool fm_slow_alloc;      /* debug mode, erase-allocated or memcheck: malloc's frameless path is off */
-bool fm_slow_free;       /* erase-freed or memcheck: free's frameless path is off */
 static int debug_counter;
 static int erase_allocated_counter;
 static int erase_freed_counter;
@@ -1050,7 +1045,7 @@ FM_EVERY_PROCESS void fm_debug_init(void)
 
 FM_EXPORT bool fastmm_debug_enter(void)
 {
-    fm_ensure_init();
+    fm_hooks.start();
     fm_lock_wait(&mode_lock);
     debug_counter++;
     fm_store_relaxed(&fm_debug_used, true);
@@ -1109,7 +1104,7 @@ void fm_debug_report_leak_block(fm_report_t *r, const void *outer) { report_bloc
 
 FM_EXPORT size_t fastmm_debug_scan(void)
 {
-    fm_ensure_init();
+    fm_hooks.start();
     return fm_medium_visit_debug_blocks(fm_debug_scan_block) + fm_large_visit_debug_blocks(fm_debug_scan_block);
 }
 
@@ -1154,7 +1149,7 @@ bool fm_debug_block_details(const void *outer, fm_debug_details_t *out)
 
 static bool change_counter(int *counter, int delta)
 {
-    fm_ensure_init();
+    fm_hooks.start();
     fm_lock_wait(&mode_lock);
     bool ok = delta > 0 || *counter > 0;
     if (ok)

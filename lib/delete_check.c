@@ -1,6 +1,6 @@
 /*
  * delete_check.c - the checks behind C++'s operator delete that fm_delete (api.c) does not settle
- * in its inline path, and the plain-block test for a damaged header.
+ * in its inline path.
  *
  * A sized delete passes the size the program allocated; an aligned delete the alignment. Neither
  * is needed to free a block here, but a wrong one is a bug in the program (the wrong object
@@ -111,72 +111,4 @@ void fm_delete_slow(void *p, size_t size, size_t alignment, unsigned how)
     }
     errno = saved;
     fastmm_free(p);
-}
-
-/* ---- a plain block whose flag word was overwritten ---- */
-
-/* The highest in-use bit of the span's bitmap at or below `unit`, or SIZE_MAX. */
-static size_t block_at_or_below(const fm_medium_span_t *span, size_t unit)
-{
-    for (size_t word = unit / 64 + 1; word-- > 0;) {
-        uint64_t bits = fm_load_relaxed(&span->in_use_bits[word]);
-        if (word == unit / 64 && unit % 64 != 63)
-            bits &= ((uint64_t)1 << (unit % 64 + 1)) - 1;
-        if (bits != 0)
-            return word * 64 + 63 - (size_t)__builtin_clzll(bits);
-    }
-    return SIZE_MAX;
-}
-
-static bool start_damaged(const void *p, size_t *usable, const char **kind)
-{
-    uintptr_t entry = fm_pagemap_lookup(p);
-    if (entry == 0 || ((uintptr_t)p & (FM_MIN_ALIGN - 1)) != 0)
-        return false;
-    void *owner = (void *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK);
-    if ((entry & FM_REGION_TYPE_MASK) == FM_REGION_LARGE) {
-        fm_large_header_t *h = owner;
-        if ((const char *)p != (const char *)h + FM_LARGE_HEADER)
-            return false;
-        *usable = fm_large_usable(h);
-        *kind = "large";
-        return true;
-    }
-    const fm_medium_span_t *span = owner;
-    uintptr_t off = (uintptr_t)p - (uintptr_t)span;
-    if (off < span->first_block || off >= span->span_size)
-        return false;
-    size_t unit = block_at_or_below(span, off / 64u);
-    if (unit == SIZE_MAX || unit * 64u < span->first_block)
-        return false;
-    const char *block = (const char *)span + unit * 64u;
-    const fm_medium_header_t *mh = fm_medium_header_of(block);
-    if (block == (const char *)p) {
-        /* a medium block starts here, unless it is a small span (no user block) */
-        if (mh->is_small_span == 1 && mh->span_offset64 == unit && fm_medium_validate(block, span))
-            return false;
-        *usable = fm_medium_block_size(p) - FM_MEDIUM_HEADER;
-        *kind = "medium";
-        return true;
-    }
-    /* p inside a small span: one of its block starts, handed out by the feed */
-    const fm_small_span_t *s = (const fm_small_span_t *)block;
-    if (!fm_medium_validate(block, span) || mh->is_small_span != 1 ||
-        fm_load_relaxed(&s->seal) != fm_small_seal_of(s) || s->block_size == 0)
-        return false;
-    uintptr_t in_span = (uintptr_t)p - (uintptr_t)s;
-    if (in_span < FM_SMALL_SPAN_HEADER || (in_span - FM_SMALL_SPAN_HEADER) % s->block_size != 0 ||
-        (in_span - FM_SMALL_SPAN_HEADER) / s->block_size >= s->total_blocks || !fm_small_is_fed(s, p))
-        return false;
-    *usable = (size_t)s->block_size - 2u;
-    *kind = "small";
-    return true;
-}
-
-bool fm_block_start_damaged(const void *p, size_t *usable, const char **kind)
-{
-    fm_track_quiet(true);
-    bool yes = start_damaged(p, usable, kind);
-    fm_track_quiet(false);
-    return yes;
 }

@@ -23,62 +23,6 @@ static bool log_enabled;
  * because many programs close standard error before they exit (gnulib's close_stdout does). */
 static int leak_fd = 2;
 
-void fm_report_str(fm_report_t *r, const char *s)
-{
-    while (*s != '\0' && r->len + 1 < r->cap)
-        r->buf[r->len++] = *s++;
-    r->buf[r->len] = '\0';
-}
-
-static void report_digits(fm_report_t *r, uint64_t v, unsigned base, unsigned min_digits)
-{
-    char tmp[24];
-    unsigned n = 0;
-    do {
-        tmp[n++] = "0123456789abcdef"[v % base];
-        v /= base;
-    } while (v != 0 || n < min_digits);
-    char out[25];
-    for (unsigned i = 0; i < n; i++)
-        out[i] = tmp[n - 1 - i];
-    out[n] = '\0';
-    fm_report_str(r, out);
-}
-
-void fm_report_hex(fm_report_t *r, uintptr_t v)
-{
-    fm_report_str(r, "0x");
-    report_digits(r, v, 16, 1);
-}
-
-void fm_report_dec(fm_report_t *r, uint64_t v) { report_digits(r, v, 10, 1); }
-
-/* FastMM5's dump: 32 bytes a line, hex then ASCII (33..126 printable, else '.'). */
-void fm_report_dump(fm_report_t *r, const void *p, size_t n)
-{
-    fm_track_internal((void *)p, n); /* under memcheck: a dump reads whatever is there */
-    const unsigned char *b = p;
-    for (size_t line = 0; line < n; line += 32) {
-        fm_report_str(r, "\n  ");
-        fm_report_hex(r, (uintptr_t)(b + line));
-        fm_report_str(r, ": ");
-        size_t end = line + 32 < n ? line + 32 : n;
-        for (size_t i = line; i < end; i++) {
-            report_digits(r, b[i], 16, 2);
-            fm_report_str(r, " ");
-        }
-        for (size_t i = end; i < line + 32; i++)
-            fm_report_str(r, "   ");
-        char ascii[33];
-        size_t k = 0;
-        for (size_t i = line; i < end; i++)
-            ascii[k++] = (b[i] > 32 && b[i] < 127) ? (char)b[i] : '.';
-        ascii[k] = '\0';
-        fm_report_str(r, ascii);
-    }
-}
-
-/* UTC date and time from the epoch seconds, without localtime (which may allocate). */
 static void report_timestamp(fm_report_t *r)
 {
     struct timespec ts;
@@ -89,19 +33,19 @@ static void report_timestamp(fm_report_t *r)
     int64_t doe = z - era * 146097, yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
     int64_t y = yoe + era * 400, doy = doe - (365 * yoe + yoe / 4 - yoe / 100), mp = (5 * doy + 2) / 153;
     int64_t d = doy - (153 * mp + 2) / 5 + 1, m = mp < 10 ? mp + 3 : mp - 9;
-    report_digits(r, (uint64_t)(y + (m <= 2)), 10, 4);
+    fm_report_digits(r, (uint64_t)(y + (m <= 2)), 10, 4);
     fm_report_str(r, "-");
-    report_digits(r, (uint64_t)m, 10, 2);
+    fm_report_digits(r, (uint64_t)m, 10, 2);
     fm_report_str(r, "-");
-    report_digits(r, (uint64_t)d, 10, 2);
+    fm_report_digits(r, (uint64_t)d, 10, 2);
     fm_report_str(r, " ");
-    report_digits(r, (uint64_t)(secs / 3600), 10, 2);
+    fm_report_digits(r, (uint64_t)(secs / 3600), 10, 2);
     fm_report_str(r, ":");
-    report_digits(r, (uint64_t)(secs / 60 % 60), 10, 2);
+    fm_report_digits(r, (uint64_t)(secs / 60 % 60), 10, 2);
     fm_report_str(r, ":");
-    report_digits(r, (uint64_t)(secs % 60), 10, 2);
+    fm_report_digits(r, (uint64_t)(secs % 60), 10, 2);
     fm_report_str(r, ".");
-    report_digits(r, (uint64_t)(ts.tv_nsec / 1000000), 10, 3);
+    fm_report_digits(r, (uint64_t)(ts.tv_nsec / 1000000), 10, 3);
     fm_report_str(r, " UTC");
 }
 

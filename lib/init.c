@@ -1,9 +1,7 @@
 /*
- * init.c - start-up order, fork handlers and exit-time work.
- *
- * Initialization runs on the first allocation, from whichever thread makes it, with no call that
- * could allocate before the heap is ready. Only then are the fork handlers registered, because
- * pthread_atfork itself may allocate (which is then served normally).
+ * init.c - the process hooks: the constructor (options that need the environment), the fork
+ * handlers, the exit-time work, and the hook table through which the lower layers reach up
+ * (hooks.h). The heap itself starts lazily, in startup.c.
  */
 #include "internal.h"
 
@@ -20,11 +18,7 @@ extern int __register_atfork(void (*prepare)(void), void (*parent)(void), void (
     __attribute__((weak));
 extern void *__dso_handle;
 
-static fm_lock_t init_lock;
 static bool atfork_registered;
-/* Here, not in debug.c: this file's variables are written at start-up anyway, and a page of
- * .bss that nothing writes costs no memory (see fm_debug_init). */
-uint64_t fm_start_ms;
 
 /* What the dynamic loader calls at exit as the library's DT_FINI (configure links with
  * -Wl,-fini=fm_fini where the linker has it): nothing to do, like the default, crti's _fini,
@@ -160,56 +154,11 @@ static void after_fork(void)
         _IO_list_unlock();
 }
 
-/* The settings options.c parsed that other modules keep, handed to them once, right after the
- * environment is read (and so before the modules they set are initialized). */
-static void fm_options_apply(void)
+/* The hook table's heap_ready (hooks.h): called by every start-up of the heap (startup.c), it
+ * registers the fork handlers the first time. Only then, because pthread_atfork itself may
+ * allocate (which is then served normally). */
+static void register_fork_handlers(void)
 {
-    const fm_options_t *o = &fm_options;
-    if (o->error_action >= 0)
-        fastmm_set_error_action((fastmm_error_action_t)o->error_action);
-    if (o->memory_limit_set)
-        fm_os_set_limit(o->memory_limit);
-    if (o->disable_avx2)
-        fm_kernels_avx2_disabled = true;
-    if (o->stack_depth >= 0)
-        fastmm_debug_set_stack_depth((unsigned)o->stack_depth);
-    if (o->debug_options_set)
-        fastmm_debug_set_options(o->debug_options);
-    if (o->log_path != NULL && !fm_event_set_log_path(o->log_path))
-        fm_options_warn(fm_option_name(FM_OPT_LOG), o->log_path,
-                        "cannot open the file for appending; events go to standard error only");
-}
-
-/* Reads the options once the C library has set the environment up (false until then), and
- * applies them the first time. */
-static bool read_options(void)
-{
-    static bool applied;
-    if (!fm_options_init())
-        return false;
-    if (!applied) {
-        applied = true;
-        fm_options_apply();
-    }
-    return true;
-}
-
-void fm_init_once(void)
-{
-    fm_lock_wait(&init_lock);
-    if (!fm_load_relaxed(&fm_ready)) {
-        fm_start_ms = fm_os_coarse_time_ms();
-        read_options();
-        fm_sizeclass_init();
-        fm_small_init();
-        fm_kernels_init(fm_options.disable_asm);
-        fm_tcache_init();
-        fm_track_init(fm_options.valgrind_slack_usable); /* before fm_debug_init: the fast-path flags depend on fm_track_on */
-        fm_debug_init();
-        fm_store_release(&fm_ready, true);
-        fm_tcache_init_key();
-    }
-    fm_lock_release(&init_lock);
     if (!fm_load_acquire(&atfork_registered)) {
         fm_store_release(&atfork_registered, true);
         if (__register_atfork != NULL)
@@ -219,11 +168,28 @@ void fm_init_once(void)
     }
 }
 
+/* A freed block's damaged header, as the thread caches find it (a freed block: no live kind). */
+static void freed_block_damaged(const char *operation, const void *p, unsigned flags)
+{
+    fm_event_header_damaged(operation, p, flags, NULL, 0);
+}
+
+/* What the layers below need from above (hooks.h): a constant, complete before the first
+ * allocation. */
+const fm_hooks_t fm_hooks = {
+    .start = fm_start_heap,
+    .heap_ready = register_fork_handlers,
+    .debug_check_reuse = fm_debug_check_reuse,
+    .debug_freed_block_intact = fm_debug_freed_block_intact,
+    .freed_block_damaged = freed_block_damaged,
+    .invalid_pointer = fm_event_invalid_pointer,
+};
+
 /* Applies the options that switch modes, once they have been read. */
 static void apply_start_options(void)
 {
     static bool applied;
-    if (applied || !read_options())
+    if (applied || !fm_read_options())
         return;
     applied = true;
     fm_kernels_init(fm_options.disable_asm); /* FASTMM5_DISABLE_ASM may only be readable now */

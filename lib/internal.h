@@ -21,6 +21,7 @@
 #include "layout.h"
 #include "kernels.h"
 #include "track.h"
+#include "hooks.h"
 
 #include <fastmm5.h>
 
@@ -63,7 +64,7 @@ size_t fm_medium_round_request(size_t user_size); /* block size for a request: n
 
 /* ---- options.c: run-time settings from FASTMM5_* ---- */
 typedef enum { FM_STRATEGY_SPEED, FM_STRATEGY_BALANCED, FM_STRATEGY_LOW_MEMORY } fm_strategy_t;
-/* The settings the FASTMM5_* variables give: parsed here, applied by init.c (fm_options_apply)
+/* The settings the FASTMM5_* variables give: parsed here, applied by startup.c (fm_read_options)
  * or read where they are used. */
 typedef struct fm_options {
     fm_strategy_t strategy;
@@ -125,15 +126,18 @@ void fm_options_list(int fd);
 /* FASTMM5_VERBOSE's line of what is in force (verbose.c). */
 void fm_verbose_describe(int fd);
 
-/* ---- eventlog.c: reports to standard error / the log file / the handler ---- */
+/* ---- report.c: the plain report writer (text into a caller's buffer) ---- */
 typedef struct fm_report {
     char *buf;
     size_t len, cap;
 } fm_report_t;
 void fm_report_str(fm_report_t *r, const char *s);
+void fm_report_digits(fm_report_t *r, uint64_t v, unsigned base, unsigned min_digits);
 void fm_report_hex(fm_report_t *r, uintptr_t v);
 void fm_report_dec(fm_report_t *r, uint64_t v);
 void fm_report_dump(fm_report_t *r, const void *p, size_t n);
+
+/* ---- eventlog.c: reports to standard error / the log file / the handler ---- */
 /* Writes the report, calls the handler, then aborts unless the action is "continue". */
 void fm_event_raise(fastmm_event_type_t type, const void *block, size_t size, uint32_t allocation_number,
                     fm_report_t *r);
@@ -220,7 +224,16 @@ void fm_small_trim(void);
 void fm_small_unlock_all(void);
 uint64_t fm_small_contention(void);
 uint64_t fm_small_served(void);
-uint32_t fm_small_unfed_blocks(const fm_small_manager_t *m, const fm_small_span_t *s);
+/* The blocks of span s that m's feed has not handed out yet (counted in blocks_in_use): 0 unless s
+ * is m's feed span. Read without m's lock (approximate); inline, as the medium walkers need it
+ * for the small spans inside their blocks. */
+FM_INLINE uint32_t fm_small_unfed_blocks(const fm_small_manager_t *m, const fm_small_span_t *s)
+{
+    if (fm_load_relaxed(&m->feed_span) != s)
+        return 0;
+    uint32_t offset = (uint32_t)fm_load_relaxed(&m->feed); /* the feed's offset half */
+    return offset < FM_SMALL_SPAN_HEADER ? 0 : (offset - FM_SMALL_SPAN_HEADER) / m->block_size;
+}
 extern bool fm_small_keep_empty_spans;
 
 /* ---- tcache.c: per-thread cache of free small and medium blocks ---- */
@@ -354,7 +367,7 @@ void fm_large_collect(fm_usage_detail_t *d);
 size_t fm_large_visit_debug_blocks(bool (*check)(const void *outer));
 void fm_large_visit_used(void (*visit)(void *block, size_t usable, void *arg), void *arg);
 
-/* ---- api.c: classification shared by free, realloc and usable_size ---- */
+/* ---- dispatch.c: classification shared by free, realloc and usable_size; allocation and freeing by kind ---- */
 typedef enum { FM_BLOCK_INVALID, FM_BLOCK_SMALL, FM_BLOCK_MEDIUM, FM_BLOCK_LARGE } fm_block_kind_t;
 typedef struct fm_block_ref {
     fm_block_kind_t kind;
@@ -365,14 +378,36 @@ fm_block_ref_t fm_block_classify(const void *p);
 size_t fm_block_usable(const void *p, fm_block_ref_t ref);
 bool fm_block_mark_free(void *p); /* in use -> free, atomically; false if it was already free */
 void *fm_alloc(size_t size);
-void *fm_track_new(void *p, size_t size, bool zeroed);
-void *fm_alloc_aligned(size_t alignment, size_t size);
+void *fm_alloc_aligned(size_t alignment, size_t size); /* api.c: a debug block in debug mode */
 void *fm_alloc_aligned_untracked(size_t alignment, size_t size); /* alignment > FM_MIN_ALIGN */
 void fm_free_classified(void *p, fm_block_ref_t ref);
 void fm_free_cached(void *p, fm_block_ref_t ref); /* small or medium */
-void fm_ensure_init(void);
+/* Tells memcheck about a new plain block (track.h); returns it. Inline: malloc's slow path
+ * (api.c) makes no call for it in normal mode. */
+FM_INLINE void *fm_track_new(void *p, size_t size, bool zeroed)
+{
+    if (FM_UNLIKELY(fm_track_on) && p != NULL)
+        fm_track_alloc(p, size, fm_block_usable(p, fm_block_classify(p)), zeroed);
+    return p;
+}
+
+/* ---- modes.c: the mode flags (written by debug.c) and the start time ---- */
+extern bool fm_debug_on;
+extern bool fm_erase_allocated, fm_erase_freed, fm_slow_alloc, fm_slow_free;
+extern uint64_t fm_start_ms; /* coarse time at start-up; debug blocks' times count from it */
+
+/* ---- startup.c: the lazy one-time start of the heap ---- */
 extern bool fm_ready;
-extern uint64_t fm_start_ms; /* coarse time at start-up (init.c); debug blocks' times count from it */
+void fm_init_once(void);
+bool fm_read_options(void); /* reads FASTMM5_* (false before the environment exists), applies once */
+void fm_start_heap(void); /* fm_ensure_init out of line, for the hook table */
+/* Starts the heap unless it is ready: every entry point that needs the heap, from start-up's
+ * layer up (below it, through fm_hooks.start). */
+FM_INLINE void fm_ensure_init(void)
+{
+    if (FM_UNLIKELY(!fm_load_acquire(&fm_ready)))
+        fm_init_once();
+}
 
 /* Which family of functions allocated a block, and how it is released: malloc & co. / free,
  * operator new / delete, operator new[] / delete[] (operators.c). FM_DELETE_SIZED: a sized
@@ -416,8 +451,6 @@ void fm_stack_report_current(fm_report_t *r, const fm_stack_current_t *cur);
 
 /* ---- debug.c: FastMM5's debug mode ---- */
 #define FM_DEBUG_FILL_ALLOCATED 0x90
-extern bool fm_debug_on;
-extern bool fm_erase_allocated, fm_erase_freed, fm_slow_alloc, fm_slow_free;
 void fm_debug_init(void);
 void *fm_debug_alloc(size_t size, int fill); /* fill: 0x90, 0 (calloc) or -1 (none) */
 /* Debug blocks for operator new: aligned (a power of two up to FM_DEBUG_MAX_ALIGN, which the
@@ -432,7 +465,7 @@ bool fm_debug_delete_block(void *p, size_t size, size_t alignment, unsigned how)
  * starts whose header was overwritten (a debug header, or a plain block's flag word), that is
  * reported as HEADER_CORRUPTION (the block is left alone) and true returned. */
 bool fm_debug_report_damaged_header(const char *operation, const void *p);
-/* delete_check.c: the plain-block half of that (a block starts at p, its flag word is garbage) */
+/* damaged.c: the plain-block half of that (a block starts at p, its flag word is garbage) */
 bool fm_block_start_damaged(const void *p, size_t *usable, const char **kind);
 bool fm_debug_classify(const void *p, fm_block_ref_t *outer_ref);
 void fm_debug_free_or_report(void *p, fm_block_ref_t plain_ref);
@@ -485,8 +518,5 @@ const char *fm_walk_strategy_name(unsigned strategy);
  * applies it by rebuilding fm_small_lookup, so that fm_small_class_of honours it. */
 unsigned fm_tuning_min_alignment(void);
 void fm_tuning_start(void); /* from init.c once the options are read: FASTMM5_MIN_ALIGNMENT */
-
-/* ---- init.c ---- */
-void fm_init_once(void);
 
 #endif

@@ -428,7 +428,7 @@ static FM_NOINLINE size_t scan_and_report(void)
 
 FM_EXPORT size_t fastmm_leak_check(void)
 {
-    fm_ensure_init();
+    fm_hooks.start();
     fm_tcache_flush_current();
     fastmm_process_pending_frees();
     fm_lock_wait(&check_lock);

@@ -364,7 +364,7 @@ static bool vet_reuse_locked(fm_medium_manager_t *m, void *p)
 {
     if (!(fm_flags_get(p) & FM_FLAG_DEBUG_INFO))
         return true;
-    if (fm_debug_freed_block_intact(p))
+    if (fm_hooks.debug_freed_block_intact(p))
         return true; /* its DEBUG_INFO is cleared: the scan leaves it alone */
     if (m->quarantine_count < sizeof m->quarantine / sizeof m->quarantine[0])
         m->quarantine[m->quarantine_count++] = p;
@@ -612,7 +612,7 @@ static void report_quarantine_and_unlock(fm_medium_manager_t *m)
     m->quarantine_count = 0;
     fm_lock_release(&m->lock);
     for (unsigned i = 0; i < n; i++)
-        fm_debug_check_reuse(found[i]); /* reports it; the block stays in use, flagged */
+        fm_hooks.debug_check_reuse(found[i]); /* reports it; the block stays in use, flagged */
 }
 
 void *fm_medium_alloc(size_t block_size, bool small_span)

@@ -108,9 +108,11 @@ static void *resize_large(void *p, fm_block_ref_t ref, size_t size)
 
 void *fm_realloc(void *p, size_t size)
 {
-    if (p == NULL)
+    if (p == NULL) {
+        fm_ensure_init();
         return fm_load_relaxed(&fm_debug_on) ? fm_debug_alloc(size, FM_DEBUG_FILL_ALLOCATED)
                                              : fm_track_new(fm_alloc(size), size, false);
+    }
     return fm_realloc_classified(p, fm_block_classify(p), size);
 }
 

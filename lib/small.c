@@ -237,7 +237,7 @@ void *fm_small_alloc(unsigned class_index)
         if (b == NULL || !(fm_flags_get(b) & FM_FLAG_DEBUG_INFO))
             return b;
         fm_flags_set(b, fm_flags_get(b) | FM_FLAG_FREE); /* the check expects the freed state */
-        if (fm_debug_check_reuse(b)) {
+        if (fm_hooks.debug_check_reuse(b)) {
             fm_flags_set(b, fm_flags_get(b) & ~FM_FLAG_FREE);
             return b;
         }
@@ -344,7 +344,7 @@ static unsigned vet_chain(void **chain, unsigned n)
     void *kept = NULL; /* the last block kept, whose link leads on; NULL: *chain does */
     for (void *b = *chain; b != NULL;) {
         void *next = fm_link_get(b);
-        if ((fm_flags_get(b) & FM_FLAG_DEBUG_INFO) && !fm_debug_check_reuse(b)) {
+        if ((fm_flags_get(b) & FM_FLAG_DEBUG_INFO) && !fm_hooks.debug_check_reuse(b)) {
             if (kept == NULL)
                 *chain = next;
             else
@@ -493,14 +493,6 @@ uint64_t fm_small_served(void)
             n += fm_load_relaxed(&m->served) - unfed;
         }
     return n;
-}
-
-uint32_t fm_small_unfed_blocks(const fm_small_manager_t *m, const fm_small_span_t *s)
-{
-    if (fm_load_relaxed(&m->feed_span) != s)
-        return 0;
-    uint32_t offset = FEED_OFFSET(fm_load_relaxed(&m->feed));
-    return offset < FM_SMALL_SPAN_HEADER ? 0 : (offset - FM_SMALL_SPAN_HEADER) / m->block_size;
 }
 
 bool fm_small_drain_all(void)

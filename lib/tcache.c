@@ -249,10 +249,10 @@ void *fm_tcache_refill(unsigned c)
          * block whose flag word was overwritten while it was free (a write just before it, or
          * past the end of the block below it). */
         unsigned flags = fm_flags_get(b);
-        if ((flags & FM_FLAG_DEBUG_INFO) ? !fm_debug_check_reuse(b)
+        if (FM_UNLIKELY(flags & FM_FLAG_DEBUG_INFO) ? !fm_hooks.debug_check_reuse(b)
                                          : (flags & FM_SMALL_STATE_MASK) != FM_SMALL_FREE_STATE) {
             if (!(flags & FM_FLAG_DEBUG_INFO))
-                fm_event_header_damaged("malloc", b, flags, NULL, 0);
+                fm_hooks.freed_block_damaged("malloc", b, flags);
             continue;
         }
         fm_flags_set(b, fm_flags_get(b) & ~FM_FLAG_FREE);
@@ -307,14 +307,14 @@ void *fm_tcache_medium_take(size_t block_size)
         size_t size = fm_medium_block_size(p);
         if (!(flags & FM_FLAG_DEBUG_INFO) &&
             (flags != (FM_FLAG_MEDIUM | FM_FLAG_FREE) || size < FM_MEDIUM_MIN_BLOCK || size > FM_MEDIUM_MAX_BLOCK)) {
-            fm_event_header_damaged("malloc", p, flags, NULL, 0);
+            fm_hooks.freed_block_damaged("malloc", p, flags);
             continue;
         }
         tc->medium_bytes -= size;
         fm_flags_set(p, fm_flags_get(p) & ~FM_FLAG_FREE);
         /* a freed debug block (debug.c caches them too) is vetted as the arenas vet one; a
          * damaged one is reported and stays out, in use, as the arenas quarantine it */
-        if (!(fm_flags_get(p) & FM_FLAG_DEBUG_INFO) || fm_debug_check_reuse(p))
+        if (!(fm_flags_get(p) & FM_FLAG_DEBUG_INFO) || fm_hooks.debug_check_reuse(p))
             return p;
     }
 }
