@@ -6,7 +6,12 @@
  *   outer block (small/medium/large, flag DEBUG_INFO)
  *   [ debug header, 64 bytes | user data, user_size bytes | footer ]
  *                             ^ the user pointer; its flag word closes the header (0x20 / 0x21)
- *   footer (unaligned): checksum u32, allocation trace [depth], free trace [depth], reserved u32
+ *   footer (unaligned): checksum u32, allocation trace id u32, free trace id u32, reserved u32
+ *   (a block without traces, stack depth 0, has no ids: checksum and reserved only)
+ *
+ * FastMM5's footer holds the two traces themselves (2 x depth addresses); here each distinct
+ * trace is stored once in lib/tracetab.c and the footer holds its id: 16 bytes at any depth
+ * instead of 8 + 320 at the default depth 20. The header's stack_depth is still the block's.
  *
  * On free the user area is filled with 0x80 (the first word pointing to the freed-object trap
  * table), the free trace is recorded and the block goes back to its arena still flagged
@@ -60,54 +65,42 @@ static uint32_t break_number;
 /* ---- layout helpers ---- */
 
 FM_INLINE debug_header_t *header_of(const void *user) { return (debug_header_t *)((uintptr_t)user - HEADER_SIZE); }
-FM_INLINE size_t footer_size(unsigned depth) { return 8u + 2u * depth * sizeof(uintptr_t); }
+/* checksum, allocation trace id, free trace id, reserved (for the medium boundary tag); a block
+ * without traces (depth 0) has no ids */
+FM_INLINE size_t footer_size(unsigned depth) { return depth != 0 ? 16u : 8u; }
 FM_INLINE size_t overhead(unsigned depth) { return HEADER_SIZE + footer_size(depth); }
 FM_INLINE unsigned char *footer_of(const debug_header_t *h) { return (unsigned char *)(h + 1) + h->user_size; }
-FM_INLINE unsigned char *trace_at(const debug_header_t *h, bool free_trace)
+FM_INLINE uint32_t trace_id(const debug_header_t *h, bool free_trace)
 {
-    return footer_of(h) + 4 + (free_trace ? h->stack_depth * sizeof(uintptr_t) : 0);
+    uint32_t id = FM_TRACE_NONE;
+    if (h->stack_depth != 0)
+        memcpy(&id, footer_of(h) + (free_trace ? 8 : 4), 4);
+    return id;
+}
+FM_INLINE void set_trace_id(const debug_header_t *h, bool free_trace, uint32_t id)
+{
+    if (h->stack_depth != 0)
+        memcpy(footer_of(h) + (free_trace ? 8 : 4), &id, 4);
+}
+/* The block's traces for the walk and the leak report: the stored frames, or zeros. */
+static const uintptr_t no_frames[MAX_DEPTH];
+static const uintptr_t *frames_of(const debug_header_t *h, bool free_trace)
+{
+    const uintptr_t *f = fm_tracetab_frames(trace_id(h, free_trace), h->stack_depth);
+    return f != NULL ? f : no_frames;
+}
+/* A captured trace's id (no capture at depth 0). */
+static uint32_t capture_trace(unsigned depth)
+{
+    if (depth == 0)
+        return FM_TRACE_NONE;
+    uintptr_t trace[MAX_DEPTH];
+    fm_stack_capture(trace, depth);
+    return fm_tracetab_intern(trace, depth);
 }
 
-/* The checksums are FastMM5's: all ones xor every 32-bit word of the range. XOR is associative,
- * so the words are taken 64 bits at a time and the two halves folded at the end (the ranges are
- * whole 8-byte words): half the loads, the same value. */
-static uint32_t xor_words(const unsigned char *b, size_t bytes)
-{
-    uint64_t sum = 0;
-    for (size_t off = 0; off < bytes; off += 8) {
-        uint64_t w;
-        memcpy(&w, b + off, 8);
-        sum ^= w;
-    }
-    return (uint32_t)sum ^ (uint32_t)(sum >> 32);
-}
-
-/* The same xor of 32-bit words over one trace in the footer (unaligned; depth words). */
-static uint32_t xor_trace_at(const unsigned char *b, unsigned depth)
-{
-    uintptr_t sum = 0;
-    for (unsigned i = 0; i < depth; i++) {
-        uintptr_t w;
-        memcpy(&w, b + i * sizeof w, sizeof w);
-        sum ^= w;
-    }
-    return (uint32_t)sum ^ (uint32_t)((uint64_t)sum >> 32);
-}
-
-/* Copies a captured trace into the footer and returns the xor of its 32-bit words: the footer's
- * sum comes from the words in hand, not from loads of the unaligned footer just written (they
- * would wait for the stores). Word by word: the compiler's inline copy of a variable length is
- * a rep movsq, slow to start for 20 words. */
-static uint32_t store_trace(unsigned char *to, const uintptr_t *trace, unsigned depth)
-{
-    uintptr_t sum = 0;
-    for (unsigned i = 0; i < depth; i++) {
-        memcpy(to + i * sizeof sum, &trace[i], sizeof sum);
-        sum ^= trace[i];
-    }
-    return (uint32_t)sum ^ (uint32_t)((uint64_t)sum >> 32);
-}
-
+/* The checksums are FastMM5's: all ones xor every 32-bit word of the range (the header's fields
+ * from allocation_ms on; the footer's two trace ids). */
 #define HEADER_SUM_START (offsetof(debug_header_t, header_checksum) + 4)
 FM_STATIC_ASSERT(offsetof(debug_header_t, allocation_ms) == HEADER_SUM_START &&
                      offsetof(debug_header_t, allocated_by) == HEADER_SIZE - 4,
@@ -117,7 +110,7 @@ FM_INLINE uint32_t fold(uint64_t v) { return (uint32_t)v ^ (uint32_t)(v >> 32); 
 
 /*
  * The xor of the 32-bit words from allocation_ms to the flags, taken field by field: the same
- * value as xor_words over those bytes (an 8-byte field is two words, folded), but each field is
+ * value as a xor of those bytes as 32-bit words (an 8-byte field is two, folded), but each field is
  * loaded at the size it was stored with. Read as 8-byte words, the fields init_block and the free
  * have just written one by one could not be forwarded from the store buffer, and each load
  * waited for the stores to reach the cache (11% of a 4 KiB debug allocate/free in perf). The
@@ -139,7 +132,7 @@ static uint32_t header_checksum(const debug_header_t *h)
 }
 #undef FIELD
 
-/* Over the 2 x depth trace pointers (a multiple of 8 bytes on both word sizes). Its first byte
+/* Over the two trace ids. Its first byte
  * in memory is the first one an off-by-one write hits, most often with a string's terminating
  * 0: it is never 0, so that overrun is always caught (any other value, or a 0 there by chance
  * in 1 of 256 blocks, could match the byte it overwrites). */
@@ -155,13 +148,10 @@ static uint32_t footer_sum(uint32_t traces_xor)
     return sum;
 }
 
-/* The xor of the words of both traces as they are in the footer. */
-static uint32_t footer_traces_xor(const debug_header_t *h)
-{
-    return xor_words(footer_of(h) + 4, 2u * h->stack_depth * sizeof(uintptr_t));
-}
+/* The xor of both trace ids as they are in the footer. */
+static uint32_t footer_traces_xor(const debug_header_t *h) { return trace_id(h, false) ^ trace_id(h, true); }
 
-/* traces_xor: the xor of both traces' words (footer_traces_xor, or xor_trace of each). */
+/* traces_xor: the xor of both trace ids (footer_traces_xor). */
 static void set_checksums_of(debug_header_t *h, uint32_t traces_xor)
 {
     h->header_checksum = header_checksum(h);
@@ -288,15 +278,12 @@ static void report_block(fm_report_t *r, const debug_header_t *h, bool header_tr
         fm_report_str(r, " at ");
         fm_report_dec(r, h->allocation_ms);
         fm_report_str(r, " ms after start-up; allocation stack trace:");
-        uintptr_t trace[MAX_DEPTH];
-        memcpy(trace, trace_at(h, false), h->stack_depth * sizeof(uintptr_t));
-        fm_stack_format(r, trace, h->stack_depth);
+        fm_stack_format_id(r, trace_id(h, false), h->stack_depth);
         if (h->flags == FLAGS_FREED) {
             fm_report_str(r, "\nFreed by thread ");
             fm_report_dec(r, h->freed_by_thread);
             fm_report_str(r, "; free stack trace:");
-            memcpy(trace, trace_at(h, true), h->stack_depth * sizeof(uintptr_t));
-            fm_stack_format(r, trace, h->stack_depth);
+            fm_stack_format_id(r, trace_id(h, true), h->stack_depth);
         }
     }
     size_t dump = header_trusted && h->user_size + 8 < 256 ? h->user_size + 8 : 256;
@@ -483,12 +470,11 @@ static void *init_block(char *outer, size_t size, unsigned depth, int fill)
     h->freed_by_thread = 0;
     h->allocated_by = FM_FAMILY_MALLOC;
     h->flags = FLAGS_IN_USE;
-    uintptr_t trace[MAX_DEPTH];
-    fm_stack_capture(trace, depth);
-    uint32_t traces_xor = store_trace(trace_at(h, false), trace, depth);
-    memset(trace_at(h, true), 0, depth * sizeof(uintptr_t));
+    uint32_t id = capture_trace(depth);
+    set_trace_id(h, false, id);
+    set_trace_id(h, true, FM_TRACE_NONE);
     memset(footer_of(h) + footer_size(depth) - 4, 0, 4);
-    set_checksums_of(h, traces_xor); /* the free trace is all zeros */
+    set_checksums_of(h, id); /* the free trace's id is 0 */
     if (fill == FILL_ALLOCATED && prefilled.outer == outer && prefilled.from < size) {
         /* the reuse check left [from, to) holding the fill: only the rest is written */
         size_t to = prefilled.to < size ? prefilled.to : size;
@@ -619,22 +605,24 @@ typedef struct freed_large {
     size_t user_size;
     uint32_t allocation_number, allocated_by_thread, freed_by_thread;
     unsigned depth;
-    uintptr_t traces[2 * MAX_DEPTH];
+    uint32_t allocation_trace, free_trace; /* ids (tracetab.c) */
 } freed_large_t;
 
 static fm_lock_t ring_lock;
 static freed_large_t freed_large[FREED_LARGE_RING];
 static unsigned ring_next;
 
-/* fork: neither lock is held while another lock of the library is taken. */
+/* fork: none of these locks is held while another lock of the library is taken. */
 FM_EVERY_PROCESS void fm_debug_fork_lock(void)
 {
     fm_lock_wait(&mode_lock);
     fm_lock_wait(&ring_lock);
+    fm_tracetab_fork_lock();
 }
 
 FM_EVERY_PROCESS void fm_debug_fork_unlock(void)
 {
+    fm_tracetab_fork_unlock();
     fm_lock_release(&ring_lock);
     fm_lock_release(&mode_lock);
 }
@@ -649,7 +637,8 @@ static void remember_freed_large(const debug_header_t *h)
     e->allocated_by_thread = h->allocated_by_thread;
     e->freed_by_thread = h->freed_by_thread;
     e->depth = h->stack_depth;
-    memcpy(e->traces, trace_at(h, false), 2u * h->stack_depth * sizeof(uintptr_t));
+    e->allocation_trace = trace_id(h, false);
+    e->free_trace = trace_id(h, true);
     fm_lock_release(&ring_lock);
 }
 
@@ -678,11 +667,11 @@ static bool report_freed_large(fastmm_event_type_t type, const void *p, const ch
     fm_report_str(&r, "\nAllocated by thread ");
     fm_report_dec(&r, e.allocated_by_thread);
     fm_report_str(&r, "; allocation stack trace:");
-    fm_stack_format(&r, e.traces, e.depth);
+    fm_stack_format_id(&r, e.allocation_trace, e.depth);
     fm_report_str(&r, "\nFreed by thread ");
     fm_report_dec(&r, e.freed_by_thread);
     fm_report_str(&r, "; free stack trace:");
-    fm_stack_format(&r, e.traces + e.depth, e.depth);
+    fm_stack_format_id(&r, e.free_trace, e.depth);
     fm_event_raise(type, p, e.user_size, e.allocation_number, &r);
     return true;
 }
@@ -715,11 +704,10 @@ static void free_debug_block(void *p, fm_block_ref_t ref, const char *operation)
     fm_flags_set(h, fm_flags_get(h) & ~FM_FLAG_DEBUG_INFO);
     __atomic_thread_fence(__ATOMIC_RELEASE);
     h->freed_by_thread = fm_os_thread_id();
-    uintptr_t trace[MAX_DEPTH];
-    fm_stack_capture(trace, h->stack_depth);
-    /* the checked sum with the free trace's words (zeros in a block in use) replaced */
-    traces_xor ^= xor_trace_at(trace_at(h, true), h->stack_depth);
-    traces_xor ^= store_trace(trace_at(h, true), trace, h->stack_depth);
+    uint32_t id = capture_trace(h->stack_depth);
+    /* the checked sum with the free trace's id (0 in a block in use) replaced */
+    traces_xor ^= trace_id(h, true) ^ id;
+    set_trace_id(h, true, id);
     memcpy(&h->previous_first_word, p, h->user_size >= sizeof(uintptr_t) ? sizeof(uintptr_t) : 0);
     unsigned char *u = p;
     size_t n = h->user_size;
@@ -1087,15 +1075,18 @@ FM_EXPORT uint32_t fastmm_debug_allocation_group(void) { return fm_load_relaxed(
 FM_EXPORT void fastmm_debug_break_on_allocation(uint32_t number) { fm_store_relaxed(&break_number, number); }
 
 /* For leaks.c: what a debug block records. */
-bool fm_debug_block_info(const void *outer, size_t *user_size, uint32_t *number, const uintptr_t **trace,
-                         unsigned *depth)
+bool fm_debug_block_info(const void *outer, size_t *user_size, uint32_t *number, uint32_t *trace_id_out,
+                         const uintptr_t **trace, unsigned *depth)
 {
     const debug_header_t *h = outer;
     if (!(fm_flags_get(outer) & FM_FLAG_DEBUG_INFO) || !header_ok(h) || h->flags != FLAGS_IN_USE)
         return false;
     *user_size = h->user_size;
     *number = h->allocation_number;
-    *trace = (const uintptr_t *)trace_at(h, false);
+    if (trace_id_out != NULL)
+        *trace_id_out = trace_id(h, false);
+    if (trace != NULL)
+        *trace = frames_of(h, false);
     *depth = h->stack_depth;
     return true;
 }
@@ -1122,7 +1113,7 @@ size_t fm_debug_check_at_exit(void)
 /* ---- for walk.c (appended): everything a debug block records ---- */
 
 /* False unless `outer` carries DEBUG_INFO and an intact header. The traces point into the
- * block's footer; free_trace is NULL for a block in use. */
+ * trace table (or at zeros); free_trace is NULL for a block in use. */
 bool fm_debug_block_details(const void *outer, fm_debug_details_t *out)
 {
     const debug_header_t *h = outer;
@@ -1136,8 +1127,8 @@ bool fm_debug_block_details(const void *outer, fm_debug_details_t *out)
     out->allocation_group = h->allocation_group;
     out->allocated_by_thread = h->allocated_by_thread;
     out->freed_by_thread = freed ? h->freed_by_thread : 0;
-    out->allocation_trace = (const uintptr_t *)trace_at(h, false);
-    out->free_trace = freed ? (const uintptr_t *)trace_at(h, true) : NULL;
+    out->allocation_trace = frames_of(h, false);
+    out->free_trace = freed ? frames_of(h, true) : NULL;
     out->depth = h->stack_depth;
     out->freed = freed;
     fm_tsan_ignore_reads_end();

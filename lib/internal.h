@@ -434,6 +434,20 @@ typedef struct fm_stack_current {
     unsigned depth;
 } fm_stack_current_t;
 void fm_stack_capture_current(fm_stack_current_t *cur);
+/* A stored trace by its id (tracetab.c), or what stands in its place: no trace, or not stored. */
+void fm_stack_format_id(fm_report_t *r, uint32_t id, unsigned depth);
+
+/* ---- tracetab.c: the debug blocks' traces, each distinct one stored once ---- */
+#define FM_TRACE_NONE 0u           /* nothing captured (depth 0, or an empty capture) */
+#define FM_TRACE_LOST 0xffffffffu  /* captured, but the table was full */
+uint32_t fm_tracetab_intern(const uintptr_t *frames, unsigned depth);
+/* The `depth` frames of a stored trace (valid for the life of the process); NULL for NONE,
+ * LOST, or anything that names no entry of that depth (a damaged footer). */
+const uintptr_t *fm_tracetab_frames(uint32_t id, unsigned depth);
+bool fm_tracetab_full(void);
+size_t fm_tracetab_bytes(void);
+void fm_tracetab_fork_lock(void);
+void fm_tracetab_fork_unlock(void);
 
 /* ---- symbolize.c ---- */
 /* The function (NAME+0xOFFSET) and FILE:LINE of a return address, "-" where unknown; false if
@@ -483,8 +497,10 @@ bool fm_debug_scan_block(const void *outer);
  * (init.c) scans with fm_debug_check_at_exit, under fm_event_exit_check. */
 extern bool fm_debug_used;
 size_t fm_debug_check_at_exit(void);
-bool fm_debug_block_info(const void *outer, size_t *user_size, uint32_t *number, const uintptr_t **trace,
-                         unsigned *depth);
+/* trace_id: the allocation trace's id in tracetab.c (equal ids, equal traces); trace: its frames
+ * (looked up: pass NULL where they are not needed); either may be NULL */
+bool fm_debug_block_info(const void *outer, size_t *user_size, uint32_t *number, uint32_t *trace_id,
+                         const uintptr_t **trace, unsigned *depth);
 void fm_debug_report_leak_block(fm_report_t *r, const void *outer);
 typedef struct fm_debug_details {
     size_t user_size;

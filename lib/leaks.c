@@ -66,7 +66,7 @@ static bool is_registered(const void *p)
 /* ---- loss records ---- */
 
 typedef struct record {
-    uint64_t key;      /* the allocation stack's hash (debug) or the usable size */
+    uint64_t key;      /* the allocation stack's id and depth (debug) or the usable size */
     uint8_t kind;      /* FM_SCAN_* */
     bool debug;
     bool suppressed;
@@ -75,6 +75,7 @@ typedef struct record {
     uintptr_t address;     /* the first block met */
     size_t size;           /* its size */
     uint32_t number;       /* its allocation number (debug) */
+    uint32_t trace_id;     /* the allocation stack's id (debug; tracetab.c) */
     uint8_t head[HEAD_BYTES]; /* its first bytes (no stack: something to recognize it by) */
 } record_t;
 
@@ -85,7 +86,6 @@ typedef struct totals {
 
 typedef struct grouping {
     record_t *records;
-    uintptr_t *traces; /* TRACE_MAX per record */
     uint32_t *slots;   /* hash slots: record index + 1, 0 = empty */
     size_t count;
     bool full;         /* more distinct records than RECORDS_MAX: the rest were merged */
@@ -141,16 +141,16 @@ static void group_blocks(fm_scan_t *s, void *arg)
         if (kind == FM_SCAN_REACHABLE && !g->all && !fm_event_log_enabled())
             continue;
         uint64_t key = b->size;
-        const uintptr_t *trace = NULL;
         unsigned depth = 0;
-        uint32_t number = 0;
+        uint32_t number = 0, trace_id = 0;
         size_t user_size;
-        bool debug = fm_scan_is_debug(b) && fm_debug_block_info((char *)user - 64, &user_size, &number, &trace, &depth);
+        bool debug = fm_scan_is_debug(b) &&
+                     fm_debug_block_info((char *)user - 64, &user_size, &number, &trace_id, NULL, &depth);
         if (debug) {
+            /* one id per distinct trace and depth (tracetab.c); blocks whose trace was not
+             * stored share the sentinel's record */
             depth = depth < TRACE_MAX ? depth : TRACE_MAX;
-            key = depth;
-            for (unsigned k = 0; k < depth; k++)
-                key = mix(key, trace[k]);
+            key = (uint64_t)trace_id << 8 | depth;
         }
         record_t *r = find_record(g, key, kind, debug);
         if (r == NULL)
@@ -159,9 +159,8 @@ static void group_blocks(fm_scan_t *s, void *arg)
             r->address = (uintptr_t)user;
             r->size = b->size;
             r->number = number;
+            r->trace_id = trace_id;
             r->depth = depth;
-            for (unsigned k = 0; k < depth; k++)
-                g->traces[(size_t)(r - g->records) * TRACE_MAX + k] = trace[k];
             const uint8_t *src = user;
             for (size_t k = 0; k < HEAD_BYTES && k < b->size; k++)
                 r->head[k] = src[k];
@@ -181,13 +180,6 @@ static void swap_records(grouping_t *g, size_t i, size_t j)
     record_t t = g->records[i];
     g->records[i] = g->records[j];
     g->records[j] = t;
-    uintptr_t *ti = &g->traces[i * TRACE_MAX], *tj = &g->traces[j * TRACE_MAX];
-    unsigned n = g->records[i].depth > g->records[j].depth ? g->records[i].depth : g->records[j].depth;
-    for (unsigned k = 0; k < n; k++) {
-        uintptr_t v = ti[k];
-        ti[k] = tj[k];
-        tj[k] = v;
-    }
 }
 
 static void sift(grouping_t *g, size_t root, size_t n)
@@ -280,7 +272,7 @@ static void report_record(const grouping_t *g, const record_t *rec, size_t numbe
         fm_report_str(&r, ", is allocation number ");
         fm_report_dec(&r, rec->number);
         fm_report_str(&r, "; allocated at:");
-        fm_stack_format(&r, &g->traces[(size_t)(rec - g->records) * TRACE_MAX], rec->depth);
+        fm_stack_format_id(&r, rec->trace_id, rec->depth);
     } else {
         fm_report_str(&r, "\n  blocks of ");
         fm_report_dec(&r, rec->size);
@@ -363,7 +355,6 @@ static void *map_private(size_t size)
 }
 
 #define RECORD_BYTES (RECORDS_MAX * sizeof(record_t))
-#define TRACE_BYTES (RECORDS_MAX * TRACE_MAX * sizeof(uintptr_t))
 #define SLOT_BYTES (SLOTS * sizeof(uint32_t))
 
 /* The scan reads this function's frame as the start of this thread's stack: the registers of
@@ -371,14 +362,13 @@ static void *map_private(size_t size)
 static FM_NOINLINE size_t scan_and_report(void)
 {
     __builtin_unwind_init();
-    size_t map_size = RECORD_BYTES + TRACE_BYTES + SLOT_BYTES;
+    size_t map_size = RECORD_BYTES + SLOT_BYTES;
     char *p = map_private(map_size);
     if (p == NULL)
         return 0;
     grouping_t g = {0};
     g.records = (record_t *)p;
-    g.traces = (uintptr_t *)(p + RECORD_BYTES);
-    g.slots = (uint32_t *)(p + RECORD_BYTES + TRACE_BYTES);
+    g.slots = (uint32_t *)(p + RECORD_BYTES);
     g.all = fm_options.report_leaks_all;
     fm_scan_t s;
     fm_lock_wait(&registry_lock);
@@ -393,7 +383,8 @@ static FM_NOINLINE size_t scan_and_report(void)
         bool any_debug = false, any_plain = false;
         for (size_t i = 0; i < g.count; i++) {
             record_t *rec = &g.records[i];
-            rec->suppressed = rec->debug && fm_leak_suppressed(&g.traces[i * TRACE_MAX], rec->depth);
+            const uintptr_t *frames = rec->debug ? fm_tracetab_frames(rec->trace_id, rec->depth) : NULL;
+            rec->suppressed = frames != NULL && fm_leak_suppressed(frames, rec->depth);
             if (rec->suppressed) {
                 g.totals.bytes[rec->kind] -= rec->bytes;
                 g.totals.blocks[rec->kind] -= rec->blocks;

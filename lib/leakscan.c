@@ -257,9 +257,8 @@ static void fill_visit(const fm_walk_record_t *r, void *arg)
     if (r->flags & FM_FLAG_DEBUG_INFO) {
         size_t user_size;
         uint32_t number;
-        const uintptr_t *trace;
         unsigned depth;
-        if (!fm_debug_block_info(r->block, &user_size, &number, &trace, &depth))
+        if (!fm_debug_block_info(r->block, &user_size, &number, NULL, NULL, &depth))
             return; /* freed (quarantined) or damaged: not a live block */
         start += 64u;
         size = user_size;

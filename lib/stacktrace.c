@@ -154,6 +154,19 @@ void fm_stack_format(fm_report_t *r, const uintptr_t *trace, unsigned depth)
         fm_report_str(r, "\n    (no stack trace recorded: FASTMM5_STACK_DEPTH=0?)");
 }
 
+void fm_stack_format_id(fm_report_t *r, uint32_t id, unsigned depth)
+{
+    const uintptr_t *frames = fm_tracetab_frames(id, depth);
+    if (frames != NULL)
+        fm_stack_format(r, frames, depth);
+    else if (id == FM_TRACE_LOST)
+        fm_report_str(r, "\n    (not stored: the table of distinct stack traces was full)");
+    else if (id != FM_TRACE_NONE)
+        fm_report_str(r, "\n    (not stored: the block's trace id names no trace)");
+    else
+        fm_stack_format(r, NULL, 0);
+}
+
 /* The stack of the call that detected a problem, for the report about it (FastMM5 and
  * Valgrind show it first). It is captured at report time only, so its depth is the configured
  * one, or the default where stored traces are off. */

@@ -470,6 +470,115 @@ START_TEST(test_trace_file_and_line)
 }
 END_TEST
 
+/* ---- each distinct trace stored once (lib/tracetab.c) ---- */
+
+struct stacks {
+    const void *blocks[9];
+    const uintptr_t *allocation[9];
+};
+
+static void find_stacks(const fastmm_block_info_t *b, void *user)
+{
+    struct stacks *s = user;
+    for (int i = 0; i < 9; i++)
+        if (b->address == s->blocks[i] && b->debug)
+            s->allocation[i] = b->allocation_stack;
+}
+
+/* Blocks allocated from one place share one stored allocation trace (the walk hands out the
+ * same frames), a block allocated from elsewhere has its own, and the shared one still reads
+ * as the caller's trace. */
+START_TEST(test_trace_stored_once)
+{
+    struct stacks s = {{0}, {0}};
+    for (int i = 0; i < 8; i++)
+        s.blocks[i] = call_malloc(40 + 500 * (size_t)i); /* small and medium blocks */
+    s.blocks[8] = call_calloc(40);
+    fastmm_walk_blocks(find_stacks, &s, NULL);
+    for (int i = 0; i < 9; i++)
+        REQUIRE(s.allocation[i] != NULL, "block %d was not found by the walk", i);
+    for (int i = 1; i < 8; i++)
+        REQUIRE(s.allocation[i] == s.allocation[0],
+                "blocks allocated from one place carry different stored traces (%p, %p)",
+                (const void *)s.allocation[0], (const void *)s.allocation[i]);
+    REQUIRE(s.allocation[8] != s.allocation[0], "a trace from another caller was stored as the same one");
+    REQUIRE(inside(s.allocation[0][0], (void *)call_malloc), "the shared trace does not start in the caller");
+    REQUIRE(inside(s.allocation[8][0], (void *)call_calloc), "the calloc trace does not start in the caller");
+    for (int i = 0; i < 9; i++)
+        free((void *)s.blocks[i]);
+}
+END_TEST
+
+/* A capture hook that records a new trace every time: its one frame counts up. */
+static uintptr_t unique_frame = 0x10000;
+static void unique_capture(uintptr_t *addresses, unsigned depth)
+{
+    for (unsigned i = 0; i < depth; i++)
+        addresses[i] = i == 0 ? unique_frame++ : 0;
+}
+
+static void first_frame(const fastmm_block_info_t *b, void *user)
+{
+    struct found *f = user;
+    if (b->address == f->block && b->debug) {
+        f->seen = 1;
+        f->allocation_first = b->allocation_stack != NULL ? b->allocation_stack[0] : 1;
+    }
+}
+
+/* What is wrong in the child, as its exit status (0: nothing). */
+static int table_full_child(void)
+{
+    fastmm_debug_set_stack_depth(1);
+    fastmm_set_stack_trace_hooks(unique_capture, NULL);
+    void *early = malloc(40); /* its trace is stored while there is room */
+    uintptr_t early_frame = unique_frame - 1;
+    for (long i = 0; i < 1200000; i++) /* 2.4 million distinct traces: more than the table holds */
+        free(malloc(40));
+    void *late = malloc(40);
+    struct found e = {early, 0, 0, 0, 0}, l = {late, 0, 0, 0, 0};
+    fastmm_walk_blocks(first_frame, &e, NULL);
+    fastmm_walk_blocks(first_frame, &l, NULL);
+    if (!e.seen || e.allocation_first != early_frame)
+        return 1; /* a stored trace was lost when the table filled up */
+    if (!l.seen || l.allocation_first != 0)
+        return 2; /* a trace past the limit did not read as none */
+    fastmm_set_event_handler(record_report, NULL);
+    fastmm_set_error_action(FASTMM_ON_ERROR_CONTINUE);
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 2);
+    free(late);
+    free(late);
+    if (strstr(report, "double free") == NULL)
+        return 3;
+    if (strstr(report, "(not stored: the table of distinct stack traces was full)") == NULL)
+        return 4; /* the report does not say why the traces are missing */
+    free(early);
+    return 0;
+}
+
+/* The table is bounded: once full, a new trace is not stored and the block's report says so,
+ * while every trace stored before stays readable. In a child: the full table stays behind. */
+START_TEST(test_trace_table_full)
+{
+    if (RUNNING_ON_VALGRIND)
+        return; /* millions of allocations */
+    pid_t pid = fork();
+    REQUIRE(pid >= 0, "fork failed");
+    if (pid == 0)
+        _exit(table_full_child());
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid failed");
+    REQUIRE(WIFEXITED(status), "the child died (status %#x)", status);
+    static const char *const why[] = {"", "a stored trace was lost when the table filled up",
+                                      "a block allocated past the limit reads as having a trace",
+                                      "the double free was not reported",
+                                      "the report does not say the trace was not stored"};
+    int code = WEXITSTATUS(status);
+    REQUIRE(code == 0, "table full: %s (exit %d)", code < 5 ? why[code] : "?", code);
+}
+END_TEST
+
 Suite *suite_traces(void)
 {
     Suite *s = suite_create("traces");
@@ -487,6 +596,12 @@ Suite *suite_traces(void)
     tcase_add_test(tc, test_trace_thread_and_fork);
     tcase_add_test(tc, test_trace_after_dlclose);
     tcase_add_test(tc, test_trace_file_and_line);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("stored once");
+    tcase_add_checked_fixture(tc, debug_on, debug_off);
+    tcase_set_timeout(tc, TEST_TIMEOUT);
+    tcase_add_test(tc, test_trace_stored_once);
+    tcase_add_test(tc, test_trace_table_full);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -42,6 +42,7 @@ damaged       3     a plain block whose flag word was overwritten, from the span
 debug         4     debug mode
 eventlog      4     events: reports of damage and misuse
 stacktrace    4     stack traces for reports
+tracetab      4     each distinct stack trace stored once (debug blocks keep ids)
 symbolize     4     addresses to names
 leaks         4     leak reports
 leakscan      4     leak scan
