@@ -20,6 +20,7 @@
  */
 #include "internal.h"
 
+#include <string.h>
 #include <sys/mman.h>
 
 #define CHUNK_WORDS 8192u                   /* 64 KiB of entries per mapping on 64-bit */
@@ -40,6 +41,14 @@ static uint32_t chunk_count, chunk_used;    /* under insert_lock */
 static uint32_t entry_count;                /* under insert_lock */
 static bool full;                           /* a trace was not stored: the table is full */
 
+/* The ids this thread interned last: a program allocates and frees from the same few places in
+ * turn, and comparing a capture with these entries costs less than hashing it. */
+#define MEMO 4u
+static __thread struct {
+    uint32_t id[MEMO];
+    unsigned next;
+} memo __attribute__((tls_model("initial-exec")));
+
 FM_STATIC_ASSERT((uint64_t)MAX_CHUNKS * CHUNK_WORDS < FM_TRACE_LOST, "every id fits below the sentinel");
 
 static void *map_private(size_t bytes)
@@ -49,18 +58,25 @@ static void *map_private(size_t bytes)
 }
 
 /*
- * The frames are return addresses that share their high bits: a rotate and xor per word (one
- * cycle each, no multiply chain) spreads their low bits over the word, and a final avalanche
- * mixes the result. Collisions only cost a comparison of frames. Also says whether any frame
- * is non-zero.
+ * The frames are return addresses that share their high bits: a rotate and xor per word (no
+ * multiply chain) spreads their low bits over the word, in two lanes that do not wait for each
+ * other, and a final avalanche mixes the result. Collisions only cost a comparison of frames.
+ * Also says whether any frame is non-zero.
  */
 static uintptr_t hash_frames(const uintptr_t *frames, unsigned depth, bool *any)
 {
-    uint64_t h = depth, or_all = 0;
-    for (unsigned i = 0; i < depth; i++) {
-        h = (h << 23 | h >> 41) ^ frames[i];
+    uint64_t a = depth, b = 0, or_all = 0;
+    unsigned i = 0;
+    for (; i + 2 <= depth; i += 2) {
+        a = (a << 23 | a >> 41) ^ frames[i];
+        b = (b << 29 | b >> 35) ^ frames[i + 1];
+        or_all |= frames[i] | frames[i + 1];
+    }
+    if (i < depth) {
+        a = (a << 23 | a >> 41) ^ frames[i];
         or_all |= frames[i];
     }
+    uint64_t h = a ^ (b << 17 | b >> 47);
     h ^= h >> 33;
     h *= 0xff51afd7ed558ccdull;
     h ^= h >> 33;
@@ -76,12 +92,11 @@ FM_INLINE const uintptr_t *entry_of(uint32_t id)
     return chunk + id % CHUNK_WORDS;
 }
 
-static bool same_frames(const uintptr_t *a, const uintptr_t *b, unsigned depth)
+/* libc's memcmp compares a whole 20-frame trace in a few vector steps (a loop of word
+ * compares was most of a lookup) */
+FM_INLINE bool same_frames(const uintptr_t *a, const uintptr_t *b, unsigned depth)
 {
-    for (unsigned i = 0; i < depth; i++)
-        if (a[i] != b[i])
-            return false;
-    return true;
+    return memcmp(a, b, depth * sizeof(uintptr_t)) == 0;
 }
 
 /* The id of the entry in t equal to (head, frames), or 0; *end: the empty slot that ended the
@@ -176,6 +191,14 @@ static FM_NOINLINE uint32_t insert(uintptr_t head, const uintptr_t *frames, unsi
 
 uint32_t fm_tracetab_intern(const uintptr_t *frames, unsigned depth)
 {
+    for (unsigned i = 0; i < MEMO; i++) {
+        uint32_t id = memo.id[i];
+        if (id == 0)
+            continue;
+        const uintptr_t *e = entry_of(id);
+        if ((e[0] & DEPTH_MASK) == depth && same_frames(e + 1, frames, depth))
+            return id;
+    }
     bool any;
     uintptr_t head = header_word(hash_frames(frames, depth, &any), depth);
     if (!any)
@@ -183,7 +206,11 @@ uint32_t fm_tracetab_intern(const uintptr_t *frames, unsigned depth)
     const hash_table_t *t = fm_load_acquire(&table);
     uint32_t end;
     uint32_t id = t != NULL ? probe(t, head, frames, depth, &end) : 0;
-    return id != 0 ? id : insert(head, frames, depth);
+    if (id == 0)
+        id = insert(head, frames, depth);
+    if (id != FM_TRACE_LOST)
+        memo.id[memo.next++ % MEMO] = id;
+    return id;
 }
 
 /* For the reports and the walk, from an id read out of a block whose footer may be damaged:

@@ -81,14 +81,18 @@ static __thread struct {
     uintptr_t lo, hi; /* the mapping that holds this thread's stack */
 } stack_range __attribute__((tls_model("initial-exec")));
 
-/* The rules of this thread's last walk, frame by frame, in the table's format: a program
+/* The rules of this thread's last two walks, frame by frame, in the table's format: a program
  * allocates and frees from the same places again and again, so the next walk mostly meets
  * the same code addresses at the same depths, and reads their rules from here, in order, instead
- * of from scattered table slots. `subs`: the unload count they were read under. */
+ * of from scattered table slots. Two, because allocations and frees alternate and their walks
+ * differ: through the library (their own frames, a different number of them, shift every frame
+ * below) and at the call. A walk writes the set it was given and also looks in the other one.
+ * `subs`: the unload count they were read under. */
 #define RECENT 32
 static __thread struct {
-    uint64_t word[RECENT];
+    uint64_t word[2][RECENT];
     unsigned long subs;
+    unsigned next; /* the set the next walk writes */
 } recent __attribute__((tls_model("initial-exec")));
 
 /* ---- .eh_frame reading ---- */
@@ -642,6 +646,8 @@ __attribute__((noinline)) unsigned fm_unwind_capture(uintptr_t *out, unsigned ma
         memset(recent.word, 0, sizeof recent.word);
         recent.subs = subs;
     }
+    uint64_t *mine = recent.word[recent.next], *other = recent.word[recent.next ^ 1];
+    recent.next ^= 1;
     uintptr_t lo = sp, hi = stack_range.hi;
     uintptr_t pc = ip; /* the first frame's address is no return address: no - 1 */
     for (unsigned frame = 0; frame < WALK_LIMIT && c.n < max; frame++) {
@@ -650,12 +656,15 @@ __attribute__((noinline)) unsigned fm_unwind_capture(uintptr_t *out, unsigned ma
         if (pc > PC_MASK)
             goto resume;
         uint32_t rule;
-        if (frame < RECENT && (recent.word[frame] & PC_MASK) == pc) {
-            rule = (uint32_t)(recent.word[frame] >> PC_BITS);
+        if (frame < RECENT && (mine[frame] & PC_MASK) == pc) {
+            rule = (uint32_t)(mine[frame] >> PC_BITS);
+        } else if (frame < RECENT && (other[frame] & PC_MASK) == pc) {
+            rule = (uint32_t)(other[frame] >> PC_BITS);
+            mine[frame] = other[frame];
         } else {
             rule = rule_at(t, pc);
             if (frame < RECENT)
-                recent.word[frame] = pc | (uint64_t)rule << PC_BITS;
+                mine[frame] = pc | (uint64_t)rule << PC_BITS;
         }
         if (RULE_KIND(rule) == RULE_END)
             return c.n;

@@ -509,6 +509,78 @@ START_TEST(test_trace_stored_once)
 }
 END_TEST
 
+/* Threads interning the same traces at once, while the table grows: every block must read back
+ * the trace it was allocated with (each block holds it as its first word), and blocks with the
+ * same trace must share one stored copy. */
+#define RACE_THREADS 4
+#define RACE_BLOCKS 12000
+#define RACE_TRACES 9000 /* shared by all threads: several growths of the hash table */
+static __thread uintptr_t race_frame;
+static void race_capture(uintptr_t *addresses, unsigned depth)
+{
+    for (unsigned i = 0; i < depth; i++)
+        addresses[i] = i == 0 ? race_frame : i == 1 ? ~race_frame : 0;
+}
+
+static void *race_thread(void *arg)
+{
+    uintptr_t **blocks = arg;
+    for (unsigned i = 0; i < RACE_BLOCKS; i++) {
+        race_frame = 0x7000 + (i * 7919u) % RACE_TRACES;
+        blocks[i] = malloc(sizeof(uintptr_t));
+        if (blocks[i] != NULL)
+            blocks[i][0] = race_frame;
+    }
+    return NULL;
+}
+
+struct race_check {
+    unsigned checked, wrong, split;
+    const uintptr_t *first[RACE_TRACES];
+};
+
+static void race_visit(const fastmm_block_info_t *b, void *user)
+{
+    struct race_check *c = user;
+    if (!b->debug || b->stack_depth != 3 || b->allocation_stack == NULL)
+        return;
+    uintptr_t want = *(const uintptr_t *)b->address;
+    if (want < 0x7000 || want >= 0x7000 + RACE_TRACES)
+        return;
+    c->checked++;
+    if (b->allocation_stack[0] != want || b->allocation_stack[1] != ~want || b->allocation_stack[2] != 0)
+        c->wrong++;
+    const uintptr_t **first = &c->first[want - 0x7000];
+    if (*first == NULL)
+        *first = b->allocation_stack;
+    else if (*first != b->allocation_stack)
+        c->split++;
+}
+
+START_TEST(test_trace_table_threads)
+{
+    fastmm_debug_set_stack_depth(3);
+    fastmm_set_stack_trace_hooks(race_capture, NULL);
+    static uintptr_t *blocks[RACE_THREADS][RACE_BLOCKS];
+    pthread_t t[RACE_THREADS];
+    for (int i = 0; i < RACE_THREADS; i++)
+        REQUIRE(pthread_create(&t[i], NULL, race_thread, blocks[i]) == 0, "pthread_create failed");
+    for (int i = 0; i < RACE_THREADS; i++)
+        pthread_join(t[i], NULL);
+    fastmm_set_stack_trace_hooks(NULL, NULL);
+    static struct race_check c;
+    memset(&c, 0, sizeof c);
+    fastmm_walk_blocks(race_visit, &c, NULL);
+    REQUIRE(c.checked == RACE_THREADS * RACE_BLOCKS, "the walk checked %u blocks of %u", c.checked,
+            RACE_THREADS * RACE_BLOCKS);
+    REQUIRE(c.wrong == 0, "%u blocks read back another trace than their own", c.wrong);
+    REQUIRE(c.split == 0, "%u blocks carry a second stored copy of a trace", c.split);
+    for (int i = 0; i < RACE_THREADS; i++)
+        for (int j = 0; j < RACE_BLOCKS; j++)
+            free(blocks[i][j]);
+}
+END_TEST
+
 /* A capture hook that records a new trace every time: its one frame counts up. */
 static uintptr_t unique_frame = 0x10000;
 static void unique_capture(uintptr_t *addresses, unsigned depth)
@@ -602,6 +674,7 @@ Suite *suite_traces(void)
     tcase_set_timeout(tc, TEST_TIMEOUT);
     tcase_add_test(tc, test_trace_stored_once);
     tcase_add_test(tc, test_trace_table_full);
+    tcase_add_test(tc, test_trace_table_threads);
     suite_add_tcase(s, tc);
     return s;
 }
