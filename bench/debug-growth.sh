@@ -6,14 +6,15 @@
 # in normal mode); the bar for libfastmm5 is within 4x of normal mode for every combination.
 #
 # Usage: bench/debug-growth.sh [LIBFASTMM5_SO [DEBUGGROWTH_BINARY]]
-# (defaults: lib/.libs/libfastmm5.so and bench/out/bin/debuggrowth, built by bench/run.sh)
+# (defaults: lib/.libs/libfastmm5.so and bench/out/bin/debuggrowth, built by bench/run.sh);
+# STACK_DEPTH: the traces' depth in every run (default 0: no traces, as the seed issue measured).
 set -eu
 so=${1:-lib/.libs/libfastmm5.so}
 bin=${2:-bench/out/bin/debuggrowth}
-threads=8 iters=30000 maxsize=70000
+threads=8 iters=30000 maxsize=70000 depth=${STACK_DEPTH:-0}
 
 held() { # env settings...: prints the OS memory held after the run, in bytes
-    env LD_PRELOAD="$so" FASTMM5_STACK_DEPTH=0 "$@" "$bin" $threads $iters $maxsize 2>/dev/null |
+    env LD_PRELOAD="$so" FASTMM5_STACK_DEPTH="$depth" "$@" "$bin" $threads $iters $maxsize 2>/dev/null |
         sed -n 's/.*os_memory_bytes=\([0-9]*\).*/\1/p'
 }
 
