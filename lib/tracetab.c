@@ -25,7 +25,7 @@
 
 #define CHUNK_WORDS 8192u                   /* 64 KiB of entries per mapping on 64-bit */
 #define MAX_CHUNKS 4096u                    /* 256 MiB of entries at most (64-bit) */
-#define MIN_SLOTS 4096u
+#define MIN_SLOTS 1024u                     /* 4 KiB of slots until 512 traces */
 #define MAX_SLOTS (1u << 21)                /* kept at most half full: 1M distinct traces */
 #define DEPTH_MASK 0xffu
 
@@ -48,6 +48,10 @@ static __thread struct {
     uint32_t id[MEMO];
     unsigned next;
 } memo __attribute__((tls_model("initial-exec")));
+
+/* Set while this thread holds the insert lock: a signal handler that allocates on top of it
+ * gets no trace stored rather than waiting for a lock its own thread holds. */
+static __thread bool inserting __attribute__((tls_model("initial-exec")));
 
 FM_STATIC_ASSERT((uint64_t)MAX_CHUNKS * CHUNK_WORDS < FM_TRACE_LOST, "every id fits below the sentinel");
 
@@ -163,6 +167,9 @@ static uint32_t reserve(unsigned words)
 
 static FM_NOINLINE uint32_t insert(uintptr_t head, const uintptr_t *frames, unsigned depth)
 {
+    if (inserting)
+        return FM_TRACE_NONE;
+    inserting = true;
     fm_lock_wait(&insert_lock);
     hash_table_t *t = fm_load_relaxed(&table);
     uint32_t end = 0, id = t != NULL ? probe(t, head, frames, depth, &end) : 0;
@@ -186,6 +193,7 @@ static FM_NOINLINE uint32_t insert(uintptr_t head, const uintptr_t *frames, unsi
         }
     }
     fm_lock_release(&insert_lock);
+    inserting = false;
     return id;
 }
 
@@ -208,7 +216,7 @@ uint32_t fm_tracetab_intern(const uintptr_t *frames, unsigned depth)
     uint32_t id = t != NULL ? probe(t, head, frames, depth, &end) : 0;
     if (id == 0)
         id = insert(head, frames, depth);
-    if (id != FM_TRACE_LOST)
+    if (id != FM_TRACE_LOST && id != FM_TRACE_NONE)
         memo.id[memo.next++ % MEMO] = id;
     return id;
 }
