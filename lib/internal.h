@@ -444,8 +444,6 @@ uint32_t fm_tracetab_intern(const uintptr_t *frames, unsigned depth);
 /* The `depth` frames of a stored trace (valid for the life of the process); NULL for NONE,
  * LOST, or anything that names no entry of that depth (a damaged footer). */
 const uintptr_t *fm_tracetab_frames(uint32_t id, unsigned depth);
-bool fm_tracetab_full(void);
-size_t fm_tracetab_bytes(void);
 void fm_tracetab_fork_lock(void);
 void fm_tracetab_fork_unlock(void);
 

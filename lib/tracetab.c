@@ -39,7 +39,6 @@ static hash_table_t *table;                 /* the current one (release-publishe
 static uintptr_t *chunks[MAX_CHUNKS];       /* .bss: touched only once debug mode captures */
 static uint32_t chunk_count, chunk_used;    /* under insert_lock */
 static uint32_t entry_count;                /* under insert_lock */
-static bool full;                           /* a trace was not stored: the table is full */
 
 /* The ids this thread interned last: a program allocates and frees from the same few places in
  * turn, and comparing a capture with these entries costs less than hashing it. */
@@ -181,7 +180,6 @@ static FM_NOINLINE uint32_t insert(uintptr_t head, const uintptr_t *frames, unsi
         }
         id = t != NULL ? reserve(1 + depth) : 0;
         if (id == 0) {
-            fm_store_relaxed(&full, true);
             id = FM_TRACE_LOST;
         } else {
             uintptr_t *e = (uintptr_t *)entry_of(id);
@@ -233,16 +231,6 @@ const uintptr_t *fm_tracetab_frames(uint32_t id, unsigned depth)
     if ((e[0] & DEPTH_MASK) != depth || e[0] != header_word(hash_frames(e + 1, depth, &any), depth))
         return NULL;
     return e + 1;
-}
-
-bool fm_tracetab_full(void) { return fm_load_relaxed(&full); }
-
-/* The bytes the table has mapped: entries, and the current hash table. */
-size_t fm_tracetab_bytes(void)
-{
-    const hash_table_t *t = fm_load_acquire(&table);
-    return (size_t)fm_load_relaxed(&chunk_count) * CHUNK_WORDS * sizeof(uintptr_t) +
-           (t != NULL ? (t->mask + 1) * sizeof(uint32_t) : 0);
 }
 
 /* fork: taken last by the debug fork handler; no other lock is taken while it is held. */
