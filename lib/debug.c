@@ -457,7 +457,8 @@ static void apply_options_locked(void)
     fm_store_release(&fm_erase_allocated, erase_allocated_counter > 0);
     fm_store_release(&fm_erase_freed, erase_freed_counter > 0);
     fm_store_release(&fm_debug_on, on);
-    fm_store_release(&fm_slow_alloc, on || erase_allocated_counter > 0 || fm_track_on);
+    fm_store_release(&fm_slow_alloc, on || erase_allocated_counter > 0 || fm_track_on ||
+                                         fm_load_relaxed(&fm_guard_mode) == FM_GUARD_ALL);
     fm_store_release(&fm_slow_free, erase_freed_counter > 0 || fm_track_on);
 }
 
@@ -1061,6 +1062,13 @@ FM_EVERY_PROCESS void fm_debug_init(void)
     if (fm_load_relaxed(&debug_counter) == 0 && fm_load_relaxed(&erase_allocated_counter) == 0 &&
         fm_load_relaxed(&erase_freed_counter) == 0 && !fm_track_on)
         return;
+    fm_lock_wait(&mode_lock);
+    apply_options_locked();
+    fm_lock_release(&mode_lock);
+}
+
+void fm_debug_refresh_fast_paths(void)
+{
     fm_lock_wait(&mode_lock);
     apply_options_locked();
     fm_lock_release(&mode_lock);

@@ -200,6 +200,8 @@ static void apply_start_options(void)
     if (fm_options.erase_freed)
         fastmm_erase_freed_begin();
     fm_tuning_start(); /* FASTMM5_MIN_ALIGNMENT */
+    if (fm_options.guard != NULL)
+        fm_guard_start(fm_options.guard); /* FASTMM5_GUARD */
     if (fm_options.verbose)
         fm_options_describe(2);
 }

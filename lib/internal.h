@@ -76,6 +76,7 @@ typedef struct fm_options {
     bool report_leaks_all;     /* FASTMM5_REPORT_LEAKS=all: still-reachable blocks too */
     int leak_exit_code;        /* FASTMM5_LEAK_EXIT_CODE: exit status on a definite leak (0: unchanged) */
     const char *suppressions;  /* FASTMM5_SUPPRESSIONS: a file of frame patterns (NULL: none) */
+    const char *guard;         /* FASTMM5_GUARD (NULL: off), applied by fm_guard_start */
     bool stats_json;        /* FASTMM5_STATS=json: the exit report is fastmm_write_json (walk.c) */
     unsigned min_alignment; /* FASTMM5_MIN_ALIGNMENT, applied by fm_tuning_start (0: none) */
 } fm_options_t;
@@ -100,6 +101,9 @@ void fm_event_raise(fastmm_event_type_t type, const void *block, size_t size, ui
  * standard error (FASTMM5_LOG gets every record, standard error the ones asked for). */
 void fm_event_raise_leak(fastmm_event_type_t type, const void *block, size_t size, uint32_t allocation_number,
                          fastmm_leak_kind_t kind, size_t blocks, bool log_only, fm_report_t *r);
+/* A fault in a guard page (guardfault.c): written and handed to the handler, never aborts (the
+ * caller lets the signal end the process). */
+void fm_event_raise_fault(fastmm_event_type_t type, const void *block, size_t size, fm_report_t *r);
 bool fm_event_log_enabled(void);
 void fm_event_set_leak_fd(int fd);
 void fm_event_invalid_pointer(const char *operation, const void *p, const char *why);
@@ -375,6 +379,7 @@ void fm_stack_report_current(fm_report_t *r, const fm_stack_current_t *cur);
 #define FM_DEBUG_FILL_ALLOCATED 0x90
 extern bool fm_debug_on;
 extern bool fm_erase_allocated, fm_erase_freed, fm_slow_alloc, fm_slow_free;
+void fm_debug_refresh_fast_paths(void); /* after a mode outside debug.c changed (FASTMM5_GUARD) */
 void fm_debug_init(void);
 void *fm_debug_alloc(size_t size, int fill); /* fill: 0x90, 0 (calloc) or -1 (none) */
 /* Debug blocks for operator new: aligned (a power of two up to FM_DEBUG_MAX_ALIGN, which the
@@ -446,5 +451,7 @@ bool fm_tuning_parse_size(const char *s, size_t *out); /* "<n>[K|M|G]" for FASTM
 
 /* ---- init.c ---- */
 void fm_init_once(void);
+
+#include "guard.h"
 
 #endif

@@ -20,7 +20,7 @@ static const char *const known_names[] = {
     "FASTMM5_VALGRIND_SLACK", "FASTMM5_ERASE", "FASTMM5_DEBUG_OPTIONS",
     "FASTMM5_LIB", /* read by tools/fastmm5-stats, not by the library */
     "FASTMM5_MEMORY_LIMIT", "FASTMM5_MIN_ALIGNMENT", "FASTMM5_LEAK_EXIT_CODE", "FASTMM5_SUPPRESSIONS",
-    "FASTMM5_SYMBOLIZER",
+    "FASTMM5_SYMBOLIZER", "FASTMM5_GUARD",
 };
 static const char *const planned_names[] = {""};
 
@@ -296,6 +296,7 @@ bool fm_options_init(void)
     read_report_leaks();
     read_leak_exit_code();
     fm_options.suppressions = fm_os_getenv("FASTMM5_SUPPRESSIONS");
+    fm_options.guard = fm_os_getenv("FASTMM5_GUARD"); /* parsed by guard.c */
     read_stack_depth();
     read_erase();
     read_debug_options();

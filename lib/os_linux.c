@@ -143,6 +143,11 @@ bool fm_os_move_onto(void *p, size_t old_size, size_t new_size, void *target)
 
 void fm_os_trim(void *p, size_t size) { madvise(p, size, MADV_DONTNEED); }
 
+bool fm_os_protect(void *p, size_t size, bool accessible)
+{
+    return size == 0 || mprotect(p, size, accessible ? PROT_READ | PROT_WRITE : PROT_NONE) == 0;
+}
+
 size_t fm_os_page_size(void)
 {
     static size_t page;
