@@ -238,6 +238,8 @@ static const char *event_name(fastmm_event_type_t t)
         return "the block was released by a function that does not match the one that allocated it";
     case FASTMM_EVENT_SIZED_DELETE_MISMATCH:
         return "a sized operator delete was given a size that is not the block's";
+    case FASTMM_EVENT_USE_AFTER_FREE:
+        return "a freed block was accessed (a read or write through a dangling pointer)";
     default:
         return "memory error";
     }
@@ -372,6 +374,72 @@ static __thread struct {
     size_t from, to; /* user bytes [from, to) hold FILL_ALLOCATED */
 } prefilled __attribute__((tls_model("initial-exec")));
 
+/* ---- the quarantine's no-access pages (quarantine.c) ---- */
+
+/* A large freed debug block waiting in the quarantine has the whole pages of its user area after
+ * the marker word made PROT_NONE, and says so in reserved2 (no other use while the manager has not
+ * freed the block): a stale access faults, and the checks read only the bytes around them. */
+#define WAITING_PROTECTED ((void *)(uintptr_t)0x9a4d5e7du)
+
+static bool waiting_pages(const debug_header_t *h, unsigned char **lo, unsigned char **hi)
+{
+    size_t pg = fm_os_page_size();
+    unsigned char *u = (unsigned char *)(h + 1);
+    *lo = (unsigned char *)fm_align_up((uintptr_t)u + sizeof(uintptr_t), pg);
+    *hi = (unsigned char *)((uintptr_t)(u + h->user_size) & ~(uintptr_t)(pg - 1));
+    return *lo < *hi;
+}
+
+static void protect_waiting(debug_header_t *h)
+{
+    unsigned char *lo, *hi;
+    if (waiting_pages(h, &lo, &hi) && fm_os_protect(lo, (size_t)(hi - lo), false))
+        h->reserved2 = WAITING_PROTECTED;
+}
+
+static void unprotect_waiting(debug_header_t *h)
+{
+    unsigned char *lo, *hi;
+    if (h->reserved2 == WAITING_PROTECTED && waiting_pages(h, &lo, &hi))
+        fm_os_protect(lo, (size_t)(hi - lo), true);
+    h->reserved2 = NULL;
+}
+
+/* A fault at addr in the no-access pages of a large freed debug block waiting in the quarantine
+ * (guardfault.c, in the signal handler): reported, true; false if addr is not in such pages. */
+bool fm_debug_report_waiting_fault(const void *addr)
+{
+    uintptr_t entry = fm_pagemap_lookup(addr);
+    if ((entry & FM_REGION_TYPE_MASK) != FM_REGION_LARGE)
+        return false;
+    debug_header_t *h = (debug_header_t *)((char *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK) + FM_LARGE_HEADER);
+    unsigned char *lo, *hi;
+    if (h->reserved2 != WAITING_PROTECTED || !waiting_pages(h, &lo, &hi) || (const unsigned char *)addr < lo ||
+        (const unsigned char *)addr >= hi)
+        return false;
+    fm_report_t r;
+    begin_block_report(&r, FASTMM_EVENT_USE_AFTER_FREE, "a fault in a freed block waiting in the quarantine");
+    fm_report_str(&r, "\nThe access at ");
+    fm_report_hex(&r, (uintptr_t)addr);
+    fm_report_str(&r, " is at offset ");
+    fm_report_dec(&r, (uint64_t)((const unsigned char *)addr - (const unsigned char *)(h + 1)));
+    fm_report_str(&r, " into the freed block; the process is terminated by the signal.");
+    report_block(&r, h, true);
+    fm_event_raise_fault(FASTMM_EVENT_USE_AFTER_FREE, h + 1, h->user_size, &r);
+    return true;
+}
+
+/* The fill of a protected waiting block: the bytes before and after its no-access pages. */
+static bool waiting_pattern_ok(const debug_header_t *h)
+{
+    unsigned char *u = (unsigned char *)(h + 1), *lo, *hi;
+    uintptr_t first;
+    memcpy(&first, u, sizeof first);
+    waiting_pages(h, &lo, &hi);
+    return first == FREED_MARKER && fm_check_fill(u + sizeof first, FILL_FREED, (size_t)(lo - u) - sizeof first) &&
+           fm_check_fill(hi, FILL_FREED, (size_t)(u + h->user_size - hi));
+}
+
 /* Whether a freed block still holds its marker word and FILL_FREED. refill (a block about to be
  * reused): from FM_KERNELS_ASM_MIN_SIZE bytes of pattern on, an intact pattern (not the marker
  * word) becomes FILL_ALLOCATED in the same pass and `prefilled` says so; on a mismatch the block
@@ -380,6 +448,8 @@ static bool freed_pattern_ok(debug_header_t *h, bool refill)
 {
     unsigned char *u = (unsigned char *)(h + 1);
     size_t skip = 0, n = h->user_size;
+    if (h->reserved2 == WAITING_PROTECTED)
+        return waiting_pattern_ok(h);
     if (n >= MARKER_MIN_SIZE) {
         uintptr_t first;
         memcpy(&first, u, sizeof first);
@@ -741,6 +811,13 @@ static void free_debug_block(void *p, fm_block_ref_t ref, const char *operation)
     set_debug_info(h);
     if (ref.kind == FM_BLOCK_LARGE)
         remember_freed_large(h);
+    if (FM_UNLIKELY(fm_load_relaxed(&fm_quarantine_limit) != 0)) { /* FASTMM5_QUARANTINE */
+        if (ref.kind == FM_BLOCK_LARGE)
+            protect_waiting(h); /* before another thread can see it there */
+        if (fm_quarantine_hold(h, fm_debug_quarantine_bytes(h)))
+            return;
+        unprotect_waiting(h);
+    }
     /* Small debug blocks, and medium ones of the cached sizes, go to this thread's cache, as
      * plain ones do: no arena lock (the two locked arena visits were a quarter of a debug
      * allocate/free pair at 4 KiB, 20% at 64 B). LIFO per class or bin, so the block freed last
@@ -754,6 +831,30 @@ static void free_debug_block(void *p, fm_block_ref_t ref, const char *operation)
 }
 
 static void raise_mismatch(const debug_header_t *h, const char *operation, const char *released_by);
+
+size_t fm_debug_quarantine_bytes(const void *outer)
+{
+    const debug_header_t *h = outer;
+    return overhead(h->stack_depth) + h->user_size;
+}
+
+/* A block leaving the quarantine: checked as a reuse would check it, then released to the
+ * manager as free() releases one; a damaged one is reported and kept out of use. */
+void fm_debug_quarantine_leave(void *outer)
+{
+    debug_header_t *h = outer;
+    unprotect_waiting(h);
+    int problem = freed_block_problem(h, false);
+    if (problem >= 0) {
+        raise_block_event((fastmm_event_type_t)problem, h, "the quarantine (a block leaving it)");
+        return;
+    }
+    fm_block_ref_t ref = fm_block_classify(outer);
+    if (ref.kind == FM_BLOCK_LARGE || fm_load_relaxed(&fm_erase_freed))
+        fm_free_classified(outer, ref);
+    else if (ref.kind != FM_BLOCK_INVALID)
+        fm_free_cached(outer, ref);
+}
 
 /* free() of a debug block's user pointer (freed, or reported as a double free): true. False if
  * p is no debug block; nothing was done then. */
@@ -1029,7 +1130,7 @@ bool fm_debug_scan_block(const void *outer)
             return false;
         uint32_t number_before = fm_load_relaxed(&h->allocation_number);
         fm_tsan_ignore_reads_begin(); /* optimistic reads, validated below (sync.h) */
-        if (flags_before & FM_FLAG_FREE)
+        if ((flags_before & FM_FLAG_FREE) || h->flags == FLAGS_FREED) /* freed, or waiting in the quarantine */
             problem = freed_block_problem(h, false);
         else if (!header_ok(h))
             problem = FASTMM_EVENT_HEADER_CORRUPTION;

@@ -31,11 +31,15 @@ unsigned fm_guard_mode;
 bool fm_guard_underflow;
 static unsigned sample_every;
 
-/* The address quarantine: freed mappings, oldest first. 4096 blocks keep 16 MiB of metadata
- * pages resident (the data pages are dropped) and at most about 8192 mappings; 1 GiB bounds the
- * address space a few big blocks hold. */
-#define QUARANTINE_BLOCKS 4096u
+/* The address quarantine: freed mappings, oldest first. Each keeps its metadata page resident
+ * (the data pages are dropped) and two mappings: 4096 blocks (16 MiB, 8192 mappings) when every
+ * block is guarded, 256 (1 MiB) when sampling, which is meant to stay on in production and
+ * whose few guarded blocks are freed far apart anyway. 1 GiB bounds the address space a few big
+ * blocks hold. */
+#define QUARANTINE_BLOCKS_ALL 4096u
+#define QUARANTINE_BLOCKS_SAMPLED 256u
 #define QUARANTINE_BYTES ((size_t)1 << 30)
+static unsigned quarantine_blocks = QUARANTINE_BLOCKS_ALL;
 static fm_lock_t quarantine_lock;
 static fm_guard_block_t *oldest, *newest;
 static size_t quarantined_blocks, quarantined_bytes;
@@ -240,7 +244,7 @@ static void report_bad(const fm_guard_block_t *g, const void *p, const char *ope
 static fm_guard_block_t *evict_locked(void)
 {
     fm_guard_block_t *out = NULL;
-    while (oldest != NULL && (quarantined_blocks > QUARANTINE_BLOCKS || quarantined_bytes > QUARANTINE_BYTES)) {
+    while (oldest != NULL && (quarantined_blocks > quarantine_blocks || quarantined_bytes > QUARANTINE_BYTES)) {
         fm_guard_block_t *g = oldest;
         oldest = g->next;
         if (oldest == NULL)
@@ -292,6 +296,10 @@ void fm_guard_free(void *p, const char *operation)
         out = next;
     }
 }
+
+/* the fork handlers (init.c) run these in every process that forks: FM_EVERY_PROCESS */
+FM_EVERY_PROCESS void fm_guard_fork_lock(void) { fm_lock_wait(&quarantine_lock); }
+FM_EVERY_PROCESS void fm_guard_fork_unlock(void) { fm_lock_release(&quarantine_lock); }
 
 size_t fm_guard_usable(const void *p)
 {
@@ -386,6 +394,7 @@ void fm_guard_start(const char *spec)
         return;
     }
     sample_every = every;
+    quarantine_blocks = mode == FM_GUARD_SAMPLE ? QUARANTINE_BLOCKS_SAMPLED : QUARANTINE_BLOCKS_ALL;
     fm_store_relaxed(&fm_guard_underflow, underflow);
     fm_guard_install_handler();
     fm_store_release(&fm_guard_mode, mode);

@@ -25,6 +25,11 @@ FM_INLINE bool fm_guard_owns(const void *p)
 
 /* FASTMM5_GUARD's value (NULL: unset): parsed, and the fault handler installed when guarding. */
 void fm_guard_start(const char *spec);
+/* The fault handler (guardfault.c): for guarding, and for FASTMM5_QUARANTINE's no-access pages. */
+void fm_guard_install_handler(void);
+/* fork (init.c): the quarantine's lock, held across it. */
+void fm_guard_fork_lock(void);
+void fm_guard_fork_unlock(void);
 /* A guarded block for an allocation that guarding chose (every one, or the sampled one), else
  * NULL: the caller allocates as usual. fill: 0x90 (debug mode's malloc), 0 (calloc) or -1. */
 void *fm_guard_malloc(size_t size, int fill);

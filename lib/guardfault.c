@@ -155,7 +155,9 @@ static void on_fault(int sig, siginfo_t *si, void *context)
     const fm_guard_block_t *g = si->si_code > 0 ? fm_guard_block_of(addr) : NULL;
     bool accessible = g != NULL && fm_load_acquire(&g->state) == FM_GUARD_LIVE && addr >= g->data &&
                       addr < g->data + g->data_bytes;
-    if (g == NULL || accessible || addr < (const char *)g + fm_os_page_size()) {
+    if (g == NULL && si->si_code > 0 && fm_debug_report_waiting_fault(addr)) {
+        restore_default(sig); /* FASTMM5_QUARANTINE's no-access pages (debug.c) */
+    } else if (g == NULL || accessible || addr < (const char *)g + fm_os_page_size()) {
         chain(sig, si, context);
     } else {
         report_fault(g, addr, context);
@@ -166,6 +168,10 @@ static void on_fault(int sig, siginfo_t *si, void *context)
 
 void fm_guard_install_handler(void)
 {
+    static bool installed; /* once: guarding and the quarantine both ask (init.c, one thread) */
+    if (installed)
+        return;
+    installed = true;
     stack_t current;
     if (sigaltstack(NULL, &current) == 0 && (current.ss_flags & SS_DISABLE)) {
         void *alt = fm_os_map(ALT_STACK_BYTES);

@@ -32,6 +32,5 @@ extern bool fm_guard_underflow;
 fm_guard_block_t *fm_guard_block_of(const void *p);
 /* The block's allocation (and, freed, free) trace with the thread ids. */
 void fm_guard_report_traces(fm_report_t *r, const fm_guard_block_t *g, bool with_free);
-void fm_guard_install_handler(void);
 
 #endif

@@ -77,6 +77,7 @@ typedef struct fm_options {
     int leak_exit_code;        /* FASTMM5_LEAK_EXIT_CODE: exit status on a definite leak (0: unchanged) */
     const char *suppressions;  /* FASTMM5_SUPPRESSIONS: a file of frame patterns (NULL: none) */
     const char *guard;         /* FASTMM5_GUARD (NULL: off), applied by fm_guard_start */
+    size_t quarantine;         /* FASTMM5_QUARANTINE: bytes of freed debug blocks held (0: off) */
     bool stats_json;        /* FASTMM5_STATS=json: the exit report is fastmm_write_json (walk.c) */
     unsigned min_alignment; /* FASTMM5_MIN_ALIGNMENT, applied by fm_tuning_start (0: none) */
 } fm_options_t;
@@ -423,6 +424,20 @@ typedef struct fm_debug_details {
     bool freed;
 } fm_debug_details_t;
 bool fm_debug_block_details(const void *outer, fm_debug_details_t *out);
+
+/* ---- quarantine.c: freed debug blocks wait in a FIFO bounded by bytes (FASTMM5_QUARANTINE) ---- */
+extern size_t fm_quarantine_limit; /* 0: off */
+void fm_quarantine_start(size_t bytes);
+/* Takes a freed debug block's outer block (true), releasing the oldest beyond the bound through
+ * fm_debug_quarantine_leave; false: off, or the block is bigger than the bound. */
+bool fm_quarantine_hold(void *outer, size_t bytes);
+size_t fm_quarantine_bytes(void);
+void fm_quarantine_fork_lock(void);
+void fm_quarantine_fork_unlock(void);
+/* debug.c: the bytes a held block counts for, and its way out (checked, then released or kept) */
+size_t fm_debug_quarantine_bytes(const void *outer);
+bool fm_debug_report_waiting_fault(const void *addr);
+void fm_debug_quarantine_leave(void *outer);
 
 /* ---- leaks.c ---- */
 size_t fm_leak_check_at_exit(void);

@@ -20,7 +20,7 @@ static const char *const known_names[] = {
     "FASTMM5_VALGRIND_SLACK", "FASTMM5_ERASE", "FASTMM5_DEBUG_OPTIONS",
     "FASTMM5_LIB", /* read by tools/fastmm5-stats, not by the library */
     "FASTMM5_MEMORY_LIMIT", "FASTMM5_MIN_ALIGNMENT", "FASTMM5_LEAK_EXIT_CODE", "FASTMM5_SUPPRESSIONS",
-    "FASTMM5_SYMBOLIZER", "FASTMM5_GUARD",
+    "FASTMM5_SYMBOLIZER", "FASTMM5_GUARD", "FASTMM5_QUARANTINE",
 };
 static const char *const planned_names[] = {""};
 
@@ -204,6 +204,17 @@ static void read_memory_limit(void)
         warn("FASTMM5_MEMORY_LIMIT", v, "expected a number of bytes with an optional K, M or G suffix; ignored");
 }
 
+/* FASTMM5_QUARANTINE=<bytes>[K|M|G]: freed debug blocks held back (quarantine.c; 0: off). */
+static void read_quarantine(void)
+{
+    const char *v = fm_os_getenv("FASTMM5_QUARANTINE");
+    size_t n;
+    if (v != NULL && fm_tuning_parse_size(v, &n))
+        fm_options.quarantine = n;
+    else if (v != NULL)
+        warn("FASTMM5_QUARANTINE", v, "expected a number of bytes with an optional K, M or G suffix; ignored");
+}
+
 /* FASTMM5_MIN_ALIGNMENT=8|16|32|64, applied by fm_tuning_start once the heap is ready. */
 static void read_min_alignment(void)
 {
@@ -288,6 +299,7 @@ bool fm_options_init(void)
     read_error_action();
     read_stats();
     read_memory_limit();
+    read_quarantine();
     read_min_alignment();
     parse_bool("FASTMM5_VERBOSE", fm_os_getenv("FASTMM5_VERBOSE"), &fm_options.verbose);
     parse_bool("FASTMM5_DISABLE_ASM", fm_os_getenv("FASTMM5_DISABLE_ASM"), &fm_options.disable_asm);

@@ -133,6 +133,31 @@ static int scenario_sampled(void)
     return 31;
 }
 
+/* FASTMM5_QUARANTINE=4M, debug mode: a freed block is not handed out again at once, and a
+ * stale write into it is found by the scan (or when it leaves the quarantine, or by a fault in
+ * a large one), while the new block is untouched. */
+static int scenario_quarantine(const char *how)
+{
+    size_t size = strcmp(how, "large") == 0 ? 1u << 20 : 100;
+    char *p = malloc(size);
+    free(p);
+    char *q = malloc(size);
+    if (q == p) {
+        puts("REUSED AT ONCE");
+        return 4;
+    }
+    memset(q, 7, size);
+    ((volatile char *)launder_ptr(p))[size / 2] = 1; /* a stale write: into the freed block */
+    if (strcmp(how, "scan") == 0) {
+        fastmm_debug_scan(); /* reports it: MODIFIED_AFTER_FREE, then aborts */
+    } else if (strcmp(how, "leave") == 0) {
+        for (int i = 0; i < 10000; i++) /* about 10 MB freed: the 4 MiB quarantine lets p go */
+            free(malloc(1000));
+    }
+    puts("SURVIVED");
+    return 3;
+}
+
 int guard_scenario(const char *name);
 int guard_scenario(const char *name)
 {
@@ -166,6 +191,8 @@ int guard_scenario(const char *name)
         return scenario_correct();
     } else if (strcmp(name, "sampled") == 0) {
         return scenario_sampled();
+    } else if (strncmp(name, "quarantine-", 11) == 0) {
+        return scenario_quarantine(name + 11);
     } else {
         return 2;
     }
@@ -181,6 +208,9 @@ typedef struct outcome {
 } outcome_t;
 static outcome_t out;
 
+static const char *quarantine; /* FASTMM5_QUARANTINE for the next run (NULL: unset) */
+
+/* guard NULL: FASTMM5_GUARD unset */
 static void run(const char *guard, bool debug, const char *scenario)
 {
     int pipefd[2];
@@ -191,7 +221,14 @@ static void run(const char *guard, bool debug, const char *scenario)
         dup2(pipefd[1], 1);
         dup2(pipefd[1], 2);
         close(pipefd[0]);
-        setenv("FASTMM5_GUARD", guard, 1);
+        if (guard != NULL)
+            setenv("FASTMM5_GUARD", guard, 1);
+        else
+            unsetenv("FASTMM5_GUARD");
+        if (quarantine != NULL)
+            setenv("FASTMM5_QUARANTINE", quarantine, 1);
+        else
+            unsetenv("FASTMM5_QUARANTINE");
         setenv("FASTMM_TEST_GUARD_SCENARIO", scenario, 1);
         if (debug)
             setenv("FASTMM5_DEBUG", "1", 1);
@@ -314,6 +351,22 @@ START_TEST(sampled_blocks_guarded)
 }
 END_TEST
 
+START_TEST(quarantine_keeps_freed_blocks)
+{
+    quarantine = "4M";
+    run(NULL, true, "quarantine-scan");
+    expect_signal(SIGABRT, FASTMM_EVENT_MODIFIED_AFTER_FREE, "fastmm_debug_scan");
+    run(NULL, true, "quarantine-leave");
+    expect_signal(SIGABRT, FASTMM_EVENT_MODIFIED_AFTER_FREE, "the quarantine");
+    run(NULL, true, "quarantine-large"); /* its pages have no access: a fault, reported */
+    expect_signal(SIGSEGV, FASTMM_EVENT_USE_AFTER_FREE, "waiting in the quarantine");
+    ck_assert_msg(strstr(out.text, "offset 524288 into the freed block") != NULL, "%s", out.text);
+    quarantine = NULL;
+    run(NULL, true, "quarantine-scan"); /* the control: FastMM5's LIFO reuse */
+    ck_assert_msg(WIFEXITED(out.status) && WEXITSTATUS(out.status) == 4, "status %#x:\n%s", out.status, out.text);
+}
+END_TEST
+
 Suite *suite_guard(void)
 {
     Suite *s = suite_create("guard");
@@ -333,6 +386,7 @@ Suite *suite_guard(void)
         tcase_add_test(tc, double_free_reported);
         tcase_add_test(tc, correct_programs_unharmed);
         tcase_add_loop_test(tc, sampled_blocks_guarded, 0, 2);
+        tcase_add_test(tc, quarantine_keeps_freed_blocks);
     }
     suite_add_tcase(s, tc);
     return s;
