@@ -153,7 +153,8 @@ void *fm_guard_aligned(size_t alignment, size_t size)
 {
     if (!chosen(size))
         return NULL;
-    return map_block(size, alignment > FM_MIN_ALIGN ? alignment : natural_alignment(size), -1);
+    size_t natural = natural_alignment(size); /* an alignment asked for is kept, even at 16 for 1 byte */
+    return map_block(size, alignment > natural ? alignment : natural, -1);
 }
 
 /* ---- free, realloc, usable size ---- */

@@ -50,10 +50,19 @@ static int scenario_correct(void)
             return 10;
         memset(p, 1, 100);
         free(p);
-        char *q = aligned_alloc(aligns[i], aligns[i] * 2);
+        char *q = launder_ptr(aligned_alloc(aligns[i], aligns[i] * 2));
         if (q == NULL || ((uintptr_t)q & (aligns[i] - 1)) != 0)
             return 11;
         q[aligns[i] * 2 - 1] = 1;
+        free(q);
+    }
+    /* an alignment asked for is kept whatever the size (C's for the size may be smaller) */
+    for (size_t n = 0; n < 40; n++) {
+        /* laundered: their alloc_align attribute lets the compiler assume the alignment */
+        char *p = launder_ptr(aligned_alloc(16, n)), *q = launder_ptr(memalign(32, n));
+        if (p == NULL || q == NULL || ((uintptr_t)p & 15) != 0 || ((uintptr_t)q & 31) != 0)
+            return 21;
+        free(p);
         free(q);
     }
     /* every malloc'd block is aligned as C requires for its size */
