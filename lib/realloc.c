@@ -108,9 +108,10 @@ static void *resize_large(void *p, fm_block_ref_t ref, size_t size)
 
 void *fm_realloc(void *p, size_t size)
 {
+    if (p == NULL && FM_UNLIKELY(fm_load_relaxed(&fm_guard_mode) != FM_GUARD_OFF))
+        return fastmm_malloc(size); /* guarding chooses */
     if (p == NULL)
-        return fm_load_relaxed(&fm_guard_mode) != FM_GUARD_OFF ? fastmm_malloc(size) /* guarding chooses */
-               : fm_load_relaxed(&fm_debug_on)                 ? fm_debug_alloc(size, FM_DEBUG_FILL_ALLOCATED)
+        return fm_load_relaxed(&fm_debug_on) ? fm_debug_alloc(size, FM_DEBUG_FILL_ALLOCATED)
                                              : fm_track_new(fm_alloc(size), size, false);
     return fm_realloc_classified(p, fm_block_classify(p), size);
 }
