@@ -246,13 +246,24 @@ static const char *event_name(fastmm_event_type_t t)
 }
 
 /* Byte runs that differ from the freed image, as FastMM5's "offset(length)" list. */
+static bool waiting_pages(const debug_header_t *h, unsigned char **lo, unsigned char **hi);
+static bool large_outer(const void *outer);
+
 static void report_modified_runs(fm_report_t *r, const debug_header_t *h)
 {
     const unsigned char *u = (const unsigned char *)(h + 1);
     unsigned runs = 0;
     uintptr_t marker = FREED_MARKER;
+    unsigned char *lo, *hi;
+    size_t gap = h->user_size, gap_end = h->user_size; /* a large block's pages that may have no access */
+    if (large_outer(h) && waiting_pages(h, &lo, &hi))
+        gap = (size_t)(lo - u), gap_end = (size_t)(hi - u);
     fm_report_str(r, "\nModified byte offsets (and lengths): ");
     for (size_t i = 0; i < h->user_size && runs < 32;) {
+        if (i == gap) {
+            i = gap_end;
+            continue;
+        }
         unsigned char want = (h->user_size >= MARKER_MIN_SIZE && i < sizeof marker)
                                  ? ((const unsigned char *)&marker)[i] : FILL_FREED;
         if (u[i] == want) {
@@ -260,7 +271,7 @@ static void report_modified_runs(fm_report_t *r, const debug_header_t *h)
             continue;
         }
         size_t start = i;
-        while (i < h->user_size) {
+        while (i < h->user_size && i != gap) {
             unsigned char w = (h->user_size >= MARKER_MIN_SIZE && i < sizeof marker)
                                   ? ((const unsigned char *)&marker)[i] : FILL_FREED;
             if (u[i] == w)
@@ -378,8 +389,16 @@ static __thread struct {
 
 /* A large freed debug block waiting in the quarantine has the whole pages of its user area after
  * the marker word made PROT_NONE, and says so in reserved2 (no other use while the manager has not
- * freed the block): a stale access faults, and the checks read only the bytes around them. */
+ * freed the block), for the fault handler. The checks of a freed large block read only the bytes
+ * around those pages, whether they are protected yet or not: a freed large debug block is seen
+ * only while it waits (otherwise it is unmapped at free), and the scan's optimistic reads may
+ * race with the protection. */
 #define WAITING_PROTECTED ((void *)(uintptr_t)0x9a4d5e7du)
+
+static bool large_outer(const void *outer)
+{
+    return (fm_pagemap_lookup(outer) & FM_REGION_TYPE_MASK) == FM_REGION_LARGE;
+}
 
 static bool waiting_pages(const debug_header_t *h, unsigned char **lo, unsigned char **hi)
 {
@@ -390,19 +409,23 @@ static bool waiting_pages(const debug_header_t *h, unsigned char **lo, unsigned 
     return *lo < *hi;
 }
 
+/* The mark first: the fault handler must know the pages the moment they fault. */
 static void protect_waiting(debug_header_t *h)
 {
     unsigned char *lo, *hi;
-    if (waiting_pages(h, &lo, &hi) && fm_os_protect(lo, (size_t)(hi - lo), false))
-        h->reserved2 = WAITING_PROTECTED;
+    if (!waiting_pages(h, &lo, &hi))
+        return;
+    fm_store_release(&h->reserved2, WAITING_PROTECTED);
+    if (!fm_os_protect(lo, (size_t)(hi - lo), false))
+        fm_store_release(&h->reserved2, NULL);
 }
 
 static void unprotect_waiting(debug_header_t *h)
 {
     unsigned char *lo, *hi;
-    if (h->reserved2 == WAITING_PROTECTED && waiting_pages(h, &lo, &hi))
+    if (fm_load_acquire(&h->reserved2) == WAITING_PROTECTED && waiting_pages(h, &lo, &hi))
         fm_os_protect(lo, (size_t)(hi - lo), true);
-    h->reserved2 = NULL;
+    fm_store_release(&h->reserved2, NULL);
 }
 
 /* A fault at addr in the no-access pages of a large freed debug block waiting in the quarantine
@@ -414,7 +437,7 @@ bool fm_debug_report_waiting_fault(const void *addr)
         return false;
     debug_header_t *h = (debug_header_t *)((char *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK) + FM_LARGE_HEADER);
     unsigned char *lo, *hi;
-    if (h->reserved2 != WAITING_PROTECTED || !waiting_pages(h, &lo, &hi) || (const unsigned char *)addr < lo ||
+    if (fm_load_acquire(&h->reserved2) != WAITING_PROTECTED || !waiting_pages(h, &lo, &hi) || (const unsigned char *)addr < lo ||
         (const unsigned char *)addr >= hi)
         return false;
     fm_report_t r;
@@ -448,7 +471,8 @@ static bool freed_pattern_ok(debug_header_t *h, bool refill)
 {
     unsigned char *u = (unsigned char *)(h + 1);
     size_t skip = 0, n = h->user_size;
-    if (h->reserved2 == WAITING_PROTECTED)
+    unsigned char *lo, *hi; /* a freed large block is checked only while it waits in the quarantine */
+    if (FM_UNLIKELY(fm_load_relaxed(&fm_quarantine_limit) != 0) && large_outer(h) && waiting_pages(h, &lo, &hi))
         return waiting_pattern_ok(h);
     if (n >= MARKER_MIN_SIZE) {
         uintptr_t first;
