@@ -114,6 +114,12 @@ typedef enum fastmm_event_type {
                                            * family (debug blocks), or by an aligned delete whose
                                            * alignment is not the block's */
     FASTMM_EVENT_SIZED_DELETE_MISMATCH,   /* a sized operator delete whose size does not fit the block */
+    /* Guarded blocks (FASTMM5_GUARD, fastmm5(7)): an access faulted in a no-access page; reported
+     * from the SIGSEGV handler, after which the process dies of the signal whatever the error
+     * action. block and size are the guarded block's. */
+    FASTMM_EVENT_BUFFER_OVERRUN,          /* past the end of a live guarded block (malloc(0): any access) */
+    FASTMM_EVENT_BUFFER_UNDERRUN,         /* before the start of a live guarded block */
+    FASTMM_EVENT_USE_AFTER_FREE,          /* into a freed guarded block waiting in the address quarantine */
 } fastmm_event_type_t;
 
 /* What the leak check found for the blocks of a loss record (Valgrind memcheck's terms). */

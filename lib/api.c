@@ -12,6 +12,9 @@
 void *fm_alloc_aligned(size_t alignment, size_t size)
 {
     fm_ensure_init();
+    void *g = FM_UNLIKELY(fm_load_relaxed(&fm_guard_mode) != FM_GUARD_OFF) ? fm_guard_aligned(alignment, size) : NULL;
+    if (g != NULL)
+        return g;
     if (alignment <= FM_MIN_ALIGN)
         return fm_load_relaxed(&fm_debug_on) ? fm_debug_alloc(size, FM_DEBUG_FILL_ALLOCATED)
                                              : fm_track_new(fm_alloc(size), size, false);
@@ -60,6 +63,11 @@ FM_INLINE void *cache_take(fm_tcache_t *tc, size_t size, bool tracked)
  * arenas. */
 static FM_NOINLINE void *malloc_full(size_t size)
 {
+    if (FM_UNLIKELY(fm_load_relaxed(&fm_guard_mode) != FM_GUARD_OFF)) {
+        void *g = fm_guard_malloc(size, fm_load_relaxed(&fm_debug_on) ? FM_DEBUG_FILL_ALLOCATED : -1);
+        if (g != NULL)
+            return g;
+    }
     fm_tcache_t *tc = fm_tcache_current;
     if (fm_track_on && FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_debug_on) && !fm_load_relaxed(&fm_erase_allocated)) {
         void *b = cache_take(tc, size, true);
@@ -255,6 +263,10 @@ static FM_NOINLINE void free_full(void *p)
     }
     if (p == NULL)
         return;
+    if (FM_UNLIKELY(fm_guard_owns(p))) { /* before anything reads around p */
+        fm_guard_free(p, "free");
+        return;
+    }
     if (FM_UNLIKELY(fm_track_on ? looks_like_debug_block_quietly(p) : looks_like_debug_block(p)) && free_debug_block(p))
         return;
     free_slow(p, fm_block_classify(p));
@@ -333,6 +345,9 @@ FM_EXPORT void *fastmm_calloc(size_t count, size_t size)
         errno = ENOMEM;
         return NULL;
     }
+    void *g = FM_UNLIKELY(fm_load_relaxed(&fm_guard_mode) != FM_GUARD_OFF) ? fm_guard_malloc(total, -1) : NULL;
+    if (g != NULL)
+        return g; /* a fresh mapping: zero */
     if (fm_load_relaxed(&fm_debug_on))
         return fm_debug_alloc(total, 0);
     fm_ensure_init();
@@ -445,7 +460,7 @@ FM_EXPORT size_t fastmm_usable_size(const void *p)
         return 0;
     fm_block_ref_t ref = fm_block_classify(p);
     if (ref.kind == FM_BLOCK_INVALID)
-        return fm_debug_usable_or_report(p, ref);
+        return fm_guard_owns(p) ? fm_guard_usable(p) : fm_debug_usable_or_report(p, ref);
     if (fm_flags_get(p) & (FM_FLAG_FREE | FM_FLAG_DEBUG_INFO)) {
         fm_event_invalid_pointer("malloc_usable_size", p, "the block was already freed");
         return 0;

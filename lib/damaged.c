@@ -24,6 +24,8 @@ static bool start_damaged(const void *p, size_t *usable, const char **kind)
     uintptr_t entry = fm_pagemap_lookup(p);
     if (entry == 0 || ((uintptr_t)p & (FM_MIN_ALIGN - 1)) != 0)
         return false;
+    if ((entry & FM_REGION_TYPE_MASK) == FM_REGION_GUARD)
+        return false; /* guard.c's blocks have no header to damage */
     void *owner = (void *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK);
     if ((entry & FM_REGION_TYPE_MASK) == FM_REGION_LARGE) {
         fm_large_header_t *h = owner;

@@ -223,19 +223,32 @@ static const char *event_name(fastmm_event_type_t t)
         return "the block was released by a function that does not match the one that allocated it";
     case FASTMM_EVENT_SIZED_DELETE_MISMATCH:
         return "a sized operator delete was given a size that is not the block's";
+    case FASTMM_EVENT_USE_AFTER_FREE:
+        return "a freed block was accessed (a read or write through a dangling pointer)";
     default:
         return "memory error";
     }
 }
 
 /* Byte runs that differ from the freed image, as FastMM5's "offset(length)" list. */
+static bool waiting_pages(const debug_header_t *h, unsigned char **lo, unsigned char **hi);
+static bool large_outer(const void *outer);
+
 static void report_modified_runs(fm_report_t *r, const debug_header_t *h)
 {
     const unsigned char *u = (const unsigned char *)(h + 1);
     unsigned runs = 0;
     uintptr_t marker = FREED_MARKER;
+    unsigned char *lo, *hi;
+    size_t gap = h->user_size, gap_end = h->user_size; /* a large block's pages that may have no access */
+    if (large_outer(h) && waiting_pages(h, &lo, &hi))
+        gap = (size_t)(lo - u), gap_end = (size_t)(hi - u);
     fm_report_str(r, "\nModified byte offsets (and lengths): ");
     for (size_t i = 0; i < h->user_size && runs < 32;) {
+        if (i == gap) {
+            i = gap_end;
+            continue;
+        }
         unsigned char want = (h->user_size >= MARKER_MIN_SIZE && i < sizeof marker)
                                  ? ((const unsigned char *)&marker)[i] : FILL_FREED;
         if (u[i] == want) {
@@ -243,7 +256,7 @@ static void report_modified_runs(fm_report_t *r, const debug_header_t *h)
             continue;
         }
         size_t start = i;
-        while (i < h->user_size) {
+        while (i < h->user_size && i != gap) {
             unsigned char w = (h->user_size >= MARKER_MIN_SIZE && i < sizeof marker)
                                   ? ((const unsigned char *)&marker)[i] : FILL_FREED;
             if (u[i] == w)
@@ -354,6 +367,84 @@ static __thread struct {
     size_t from, to; /* user bytes [from, to) hold FILL_ALLOCATED */
 } prefilled __attribute__((tls_model("initial-exec")));
 
+/* ---- the quarantine's no-access pages (quarantine.c) ---- */
+
+/* A large freed debug block waiting in the quarantine has the whole pages of its user area after
+ * the marker word made PROT_NONE, and says so in reserved2 (no other use while the manager has not
+ * freed the block), for the fault handler. The checks of a freed large block read only the bytes
+ * around those pages, whether they are protected yet or not: a freed large debug block is seen
+ * only while it waits (otherwise it is unmapped at free), and the scan's optimistic reads may
+ * race with the protection. */
+#define WAITING_PROTECTED ((void *)(uintptr_t)0x9a4d5e7du)
+
+static bool large_outer(const void *outer)
+{
+    return (fm_pagemap_lookup(outer) & FM_REGION_TYPE_MASK) == FM_REGION_LARGE;
+}
+
+static bool waiting_pages(const debug_header_t *h, unsigned char **lo, unsigned char **hi)
+{
+    size_t pg = fm_os_page_size();
+    unsigned char *u = (unsigned char *)(h + 1);
+    *lo = (unsigned char *)fm_align_up((uintptr_t)u + sizeof(uintptr_t), pg);
+    *hi = (unsigned char *)((uintptr_t)(u + h->user_size) & ~(uintptr_t)(pg - 1));
+    return *lo < *hi;
+}
+
+/* The mark first: the fault handler must know the pages the moment they fault. */
+static void protect_waiting(debug_header_t *h)
+{
+    unsigned char *lo, *hi;
+    if (!waiting_pages(h, &lo, &hi))
+        return;
+    fm_store_release(&h->reserved2, WAITING_PROTECTED);
+    if (!fm_os_protect(lo, (size_t)(hi - lo), false))
+        fm_store_release(&h->reserved2, NULL);
+}
+
+static void unprotect_waiting(debug_header_t *h)
+{
+    unsigned char *lo, *hi;
+    if (fm_load_acquire(&h->reserved2) == WAITING_PROTECTED && waiting_pages(h, &lo, &hi))
+        fm_os_protect(lo, (size_t)(hi - lo), true);
+    fm_store_release(&h->reserved2, NULL);
+}
+
+/* A fault at addr in the no-access pages of a large freed debug block waiting in the quarantine
+ * (guardfault.c, in the signal handler): reported, true; false if addr is not in such pages. */
+bool fm_debug_report_waiting_fault(const void *addr)
+{
+    uintptr_t entry = fm_pagemap_lookup(addr);
+    if ((entry & FM_REGION_TYPE_MASK) != FM_REGION_LARGE)
+        return false;
+    debug_header_t *h = (debug_header_t *)((char *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK) + FM_LARGE_HEADER);
+    unsigned char *lo, *hi;
+    if (fm_load_acquire(&h->reserved2) != WAITING_PROTECTED || !waiting_pages(h, &lo, &hi) || (const unsigned char *)addr < lo ||
+        (const unsigned char *)addr >= hi)
+        return false;
+    fm_report_t r;
+    begin_block_report(&r, FASTMM_EVENT_USE_AFTER_FREE, "a fault in a freed block waiting in the quarantine");
+    fm_report_str(&r, "\nThe access at ");
+    fm_report_hex(&r, (uintptr_t)addr);
+    fm_report_str(&r, " is at offset ");
+    fm_report_dec(&r, (uint64_t)((const unsigned char *)addr - (const unsigned char *)(h + 1)));
+    fm_report_str(&r, " into the freed block; the process is terminated by the signal.");
+    report_block(&r, h, true);
+    fm_event_raise_fault(FASTMM_EVENT_USE_AFTER_FREE, h + 1, h->user_size, &r);
+    return true;
+}
+
+/* The fill of a protected waiting block: the bytes before and after its no-access pages. */
+static bool waiting_pattern_ok(const debug_header_t *h)
+{
+    unsigned char *u = (unsigned char *)(h + 1), *lo, *hi;
+    uintptr_t first;
+    memcpy(&first, u, sizeof first);
+    waiting_pages(h, &lo, &hi);
+    return first == FREED_MARKER && fm_check_fill(u + sizeof first, FILL_FREED, (size_t)(lo - u) - sizeof first) &&
+           fm_check_fill(hi, FILL_FREED, (size_t)(u + h->user_size - hi));
+}
+
 /* Whether a freed block still holds its marker word and FILL_FREED. refill (a block about to be
  * reused): from FM_KERNELS_ASM_MIN_SIZE bytes of pattern on, an intact pattern (not the marker
  * word) becomes FILL_ALLOCATED in the same pass and `prefilled` says so; on a mismatch the block
@@ -362,6 +453,9 @@ static bool freed_pattern_ok(debug_header_t *h, bool refill)
 {
     unsigned char *u = (unsigned char *)(h + 1);
     size_t skip = 0, n = h->user_size;
+    unsigned char *lo, *hi; /* a freed large block is checked only while it waits in the quarantine */
+    if (FM_UNLIKELY(fm_load_relaxed(&fm_quarantine_limit) != 0) && large_outer(h) && waiting_pages(h, &lo, &hi))
+        return waiting_pattern_ok(h);
     if (n >= MARKER_MIN_SIZE) {
         uintptr_t first;
         memcpy(&first, u, sizeof first);
@@ -439,7 +533,8 @@ static void apply_options_locked(void)
     fm_store_release(&fm_erase_allocated, erase_allocated_counter > 0);
     fm_store_release(&fm_erase_freed, erase_freed_counter > 0);
     fm_store_release(&fm_debug_on, on);
-    fm_store_release(&fm_slow_alloc, on || erase_allocated_counter > 0 || fm_track_on);
+    fm_store_release(&fm_slow_alloc, on || erase_allocated_counter > 0 || fm_track_on ||
+                                         fm_load_relaxed(&fm_guard_mode) == FM_GUARD_ALL);
     fm_store_release(&fm_slow_free, erase_freed_counter > 0 || fm_track_on);
 }
 
@@ -723,6 +818,13 @@ static void free_debug_block(void *p, fm_block_ref_t ref, const char *operation)
     set_debug_info(h);
     if (ref.kind == FM_BLOCK_LARGE)
         remember_freed_large(h);
+    if (FM_UNLIKELY(fm_load_relaxed(&fm_quarantine_limit) != 0)) { /* FASTMM5_QUARANTINE */
+        if (ref.kind == FM_BLOCK_LARGE)
+            protect_waiting(h); /* before another thread can see it there */
+        if (fm_quarantine_hold(h, fm_debug_quarantine_bytes(h)))
+            return;
+        unprotect_waiting(h);
+    }
     /* Small debug blocks, and medium ones of the cached sizes, go to this thread's cache, as
      * plain ones do: no arena lock (two locked arena visits would be a quarter of a debug
      * allocate/free pair at 4 KiB, 20% at 64 B). LIFO per class or bin, so the block freed last
@@ -736,6 +838,30 @@ static void free_debug_block(void *p, fm_block_ref_t ref, const char *operation)
 }
 
 static void raise_mismatch(const debug_header_t *h, const char *operation, const char *released_by);
+
+size_t fm_debug_quarantine_bytes(const void *outer)
+{
+    const debug_header_t *h = outer;
+    return overhead(h->stack_depth) + h->user_size;
+}
+
+/* A block leaving the quarantine: checked as a reuse would check it, then released to the
+ * manager as free() releases one; a damaged one is reported and kept out of use. */
+void fm_debug_quarantine_leave(void *outer)
+{
+    debug_header_t *h = outer;
+    unprotect_waiting(h);
+    int problem = freed_block_problem(h, false);
+    if (problem >= 0) {
+        raise_block_event((fastmm_event_type_t)problem, h, "the quarantine (a block leaving it)");
+        return;
+    }
+    fm_block_ref_t ref = fm_block_classify(outer);
+    if (ref.kind == FM_BLOCK_LARGE || fm_load_relaxed(&fm_erase_freed))
+        fm_free_classified(outer, ref);
+    else if (ref.kind != FM_BLOCK_INVALID)
+        fm_free_cached(outer, ref);
+}
 
 /* free() of a debug block's user pointer (freed, or reported as a double free): true. False if
  * p is no debug block; nothing was done then. */
@@ -993,7 +1119,7 @@ bool fm_debug_scan_block(const void *outer)
             return false;
         uint32_t number_before = fm_load_relaxed(&h->allocation_number);
         fm_tsan_ignore_reads_begin(); /* optimistic reads, validated below (sync.h) */
-        if (flags_before & FM_FLAG_FREE)
+        if ((flags_before & FM_FLAG_FREE) || h->flags == FLAGS_FREED) /* freed, or waiting in the quarantine */
             problem = freed_block_problem(h, false);
         else if (!header_ok(h))
             problem = FASTMM_EVENT_HEADER_CORRUPTION;
@@ -1026,6 +1152,13 @@ FM_EVERY_PROCESS void fm_debug_init(void)
     if (fm_load_relaxed(&debug_counter) == 0 && fm_load_relaxed(&erase_allocated_counter) == 0 &&
         fm_load_relaxed(&erase_freed_counter) == 0 && !fm_track_on)
         return;
+    fm_lock_wait(&mode_lock);
+    apply_options_locked();
+    fm_lock_release(&mode_lock);
+}
+
+void fm_debug_refresh_fast_paths(void)
+{
     fm_lock_wait(&mode_lock);
     apply_options_locked();
     fm_lock_release(&mode_lock);

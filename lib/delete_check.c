@@ -94,6 +94,11 @@ static void report(fastmm_event_type_t type, const char *what, const void *p, fm
 void fm_delete_slow(void *p, size_t size, size_t alignment, unsigned how)
 {
     int saved = errno;
+    if (fm_guard_owns(p)) { /* before anything reads around p */
+        fm_guard_free(p, "operator delete");
+        errno = saved;
+        return;
+    }
     if (fm_debug_delete_block(p, size, alignment, how)) {
         errno = saved;
         return;

@@ -22,6 +22,8 @@ static fm_block_ref_t classify(const void *p)
     void *owner = (void *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK);
     ref.why = "it points into this heap but not to the start of a live block (an interior pointer, "
                   "or a block already freed)";
+    if ((entry & FM_REGION_TYPE_MASK) == FM_REGION_GUARD)
+        return ref; /* guard.c's: the entry points send these there first */
     if ((entry & FM_REGION_TYPE_MASK) == FM_REGION_LARGE) {
         if (fm_large_validate(p, owner))
             ref.kind = FM_BLOCK_LARGE, ref.owner = owner;

@@ -70,6 +70,8 @@ void fm_report_end(fm_report_t *r)
 /* The exit check (init.c) reports and never aborts: the program has finished, and an abort in a
  * library destructor would lose the output still in its stdio buffers. */
 static bool at_exit;
+/* Set under the report lock by fm_event_raise_fault: the caller dies of the signal instead. */
+static bool raising_fault;
 
 void fm_event_raise(fastmm_event_type_t type, const void *block, size_t size, uint32_t allocation_number,
                     fm_report_t *r)
@@ -101,14 +103,21 @@ void fm_event_raise_leak(fastmm_event_type_t type, const void *block, size_t siz
         h(&event, fm_load_relaxed(&handler_user));
     if (fm_load_relaxed(&error_action) == FASTMM_ON_ERROR_ABORT &&
         type != FASTMM_EVENT_LEAK_DETAIL && type != FASTMM_EVENT_LEAK_SUMMARY) {
-        if (!fm_load_relaxed(&at_exit)) {
+        if (!fm_load_relaxed(&at_exit) && !raising_fault) {
             static const char msg[] =
                 "libfastmm5: aborting (set FASTMM5_ON_ERROR=continue to refuse the call instead)\n";
             fm_os_write_all(2, msg, sizeof msg - 1);
             abort();
         }
     }
+    raising_fault = false;
     fm_lock_release(&report_lock);
+}
+
+void fm_event_raise_fault(fastmm_event_type_t type, const void *block, size_t size, fm_report_t *r)
+{
+    raising_fault = true;
+    fm_event_raise(type, block, size, 0, r);
 }
 
 /* The one report of a plain block whose flag word was overwritten, in its two wordings: a freed

@@ -98,6 +98,8 @@ static void lock_all(void)
     fm_walk_fork_lock();
     fm_leaks_fork_lock();
     fm_debug_fork_lock();
+    fm_guard_fork_lock();
+    fm_quarantine_fork_lock();
     fm_tuning_fork_lock();
     for (;;) {
         fm_medium_lock_all();
@@ -132,6 +134,8 @@ static void unlock_all(void)
     fm_medium_unlock_all();
     fm_small_unlock_all();
     fm_tuning_fork_unlock();
+    fm_quarantine_fork_unlock();
+    fm_guard_fork_unlock();
     fm_debug_fork_unlock();
     fm_leaks_fork_unlock();
     fm_walk_fork_unlock();
@@ -200,6 +204,10 @@ static void apply_start_options(void)
     if (fm_options.erase_freed)
         fastmm_erase_freed_begin();
     fm_tuning_start(); /* FASTMM5_MIN_ALIGNMENT */
+    if (fm_options.quarantine != 0)
+        fm_quarantine_start(fm_options.quarantine); /* FASTMM5_QUARANTINE */
+    if (fm_options.guard != NULL)
+        fm_guard_start(fm_options.guard); /* FASTMM5_GUARD */
     if (fm_options.verbose)
         fm_verbose_describe(2);
 }

@@ -79,6 +79,8 @@ typedef struct fm_options {
     bool report_leaks_all;     /* FASTMM5_REPORT_LEAKS=all: still-reachable blocks too */
     int leak_exit_code;        /* FASTMM5_LEAK_EXIT_CODE: exit status on a definite leak (0: unchanged) */
     const char *suppressions;  /* FASTMM5_SUPPRESSIONS: a file of frame patterns (NULL: none) */
+    const char *guard;         /* FASTMM5_GUARD (NULL: off), applied by fm_guard_start */
+    size_t quarantine;         /* FASTMM5_QUARANTINE: bytes of freed debug blocks held (0: off) */
     bool stats_json;        /* FASTMM5_STATS=json: the exit report is fastmm_write_json (walk.c) */
     unsigned min_alignment; /* FASTMM5_MIN_ALIGNMENT, applied by fm_tuning_start (0: none) */
     int error_action;       /* FASTMM5_ON_ERROR: a fastmm_error_action_t, -1 while unset */
@@ -111,6 +113,8 @@ typedef enum {
     FM_OPT_LOG,
     FM_OPT_VALGRIND_SLACK,
     FM_OPT_SYMBOLIZER,
+    FM_OPT_GUARD,
+    FM_OPT_QUARANTINE,
     FM_OPT_LIB,
     FM_OPT_COUNT
 } fm_option_id_t;
@@ -145,6 +149,9 @@ void fm_event_raise(fastmm_event_type_t type, const void *block, size_t size, ui
  * standard error (FASTMM5_LOG gets every record, standard error the ones asked for). */
 void fm_event_raise_leak(fastmm_event_type_t type, const void *block, size_t size, uint32_t allocation_number,
                          fastmm_leak_kind_t kind, size_t blocks, bool log_only, fm_report_t *r);
+/* A fault in a guard page (guardfault.c): written and handed to the handler, never aborts (the
+ * caller lets the signal end the process). */
+void fm_event_raise_fault(fastmm_event_type_t type, const void *block, size_t size, fm_report_t *r);
 bool fm_event_log_enabled(void);
 void fm_event_set_leak_fd(int fd);
 void fm_event_invalid_pointer(const char *operation, const void *p, const char *why);
@@ -463,6 +470,7 @@ void fm_stack_report_current(fm_report_t *r, const fm_stack_current_t *cur);
 
 /* ---- debug.c: FastMM5's debug mode ---- */
 #define FM_DEBUG_FILL_ALLOCATED 0x90
+void fm_debug_refresh_fast_paths(void); /* after a mode outside debug.c changed (FASTMM5_GUARD) */
 void fm_debug_init(void);
 void *fm_debug_alloc(size_t size, int fill); /* fill: 0x90, 0 (calloc) or -1 (none) */
 /* Debug blocks for operator new: aligned (a power of two up to FM_DEBUG_MAX_ALIGN, which the
@@ -509,6 +517,20 @@ typedef struct fm_debug_details {
 } fm_debug_details_t;
 bool fm_debug_block_details(const void *outer, fm_debug_details_t *out);
 
+/* ---- quarantine.c: freed debug blocks wait in a FIFO bounded by bytes (FASTMM5_QUARANTINE) ---- */
+extern size_t fm_quarantine_limit; /* 0: off */
+void fm_quarantine_start(size_t bytes);
+/* Takes a freed debug block's outer block (true), releasing the oldest beyond the bound through
+ * fm_debug_quarantine_leave; false: off, or the block is bigger than the bound. */
+bool fm_quarantine_hold(void *outer, size_t bytes);
+size_t fm_quarantine_bytes(void);
+void fm_quarantine_fork_lock(void);
+void fm_quarantine_fork_unlock(void);
+/* debug.c: the bytes a held block counts for, and its way out (checked, then released or kept) */
+size_t fm_debug_quarantine_bytes(const void *outer);
+bool fm_debug_report_waiting_fault(const void *addr);
+void fm_debug_quarantine_leave(void *outer);
+
 /* ---- leaks.c ---- */
 size_t fm_leak_check_at_exit(void);
 /* ---- leaksupp.c: FASTMM5_SUPPRESSIONS ---- */
@@ -532,5 +554,7 @@ const char *fm_walk_strategy_name(unsigned strategy);
  * applies it by rebuilding fm_small_lookup, so that fm_small_class_of honours it. */
 unsigned fm_tuning_min_alignment(void);
 void fm_tuning_start(void); /* from init.c once the options are read: FASTMM5_MIN_ALIGNMENT */
+
+#include "guard.h"
 
 #endif

@@ -802,6 +802,15 @@ static void mark_outside(marker_t *m, uintptr_t lo, uintptr_t hi, const range_t 
     mark_resident(m, lo, hi);
 }
 
+/* Whether the chunk at `at` holds blocks the walk visits. A guarded block's mapping (guard.c)
+ * is not one: its readable pages (a live block, its metadata) are scanned as roots, so what it
+ * points to is reachable, and the block itself is never reported. */
+static bool heap_chunk(uintptr_t at)
+{
+    uintptr_t entry = fm_pagemap_lookup((const void *)at);
+    return entry != 0 && (entry & FM_REGION_TYPE_MASK) != FM_REGION_GUARD;
+}
+
 /* The anonymous writable mappings, less the heap's own regions (their blocks are scanned only
  * when reached; the heap maps whole chunks, which the ownership map knows), the stacks and the
  * scan's own tables. */
@@ -813,10 +822,10 @@ static void mark_anonymous(marker_t *m, uintptr_t self_sp, const range_t *skip, 
             continue;
         for (uintptr_t at = r->lo; at < r->hi;) {
             uintptr_t end = at;
-            bool heap = fm_pagemap_lookup((const void *)at) != 0;
+            bool heap = heap_chunk(at);
             do /* the chunks of the same kind from here */
                 end = (end | (FM_OS_CHUNK - 1)) + 1;
-            while (end < r->hi && (fm_pagemap_lookup((const void *)end) != 0) == heap);
+            while (end < r->hi && heap_chunk(end) == heap);
             end = end < r->hi ? end : r->hi;
             if (!heap)
                 mark_outside(m, at, end, skip, skip_count);

@@ -95,7 +95,7 @@ FM_INLINE void *new_block(size_t size, size_t alignment, unsigned family, bool n
         p = retry_new(size, alignment, nothrow);
     /* fm_debug_used, not fm_debug_on: a block allocated just before another thread leaves
      * debug mode is still a debug block, and must not keep the mark of malloc */
-    if (FM_UNLIKELY(fm_load_relaxed(&fm_debug_used)) && p != NULL)
+    if (FM_UNLIKELY(fm_load_relaxed(&fm_debug_used)) && p != NULL && !fm_guard_owns(p))
         fm_debug_set_family(p, family, alignment);
     return p;
 }

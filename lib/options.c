@@ -199,6 +199,12 @@ static bool parse_suppressions(const char *v, fm_options_t *o)
     return true;
 }
 
+static bool parse_guard(const char *v, fm_options_t *o)
+{
+    o->guard = v; /* its values are parsed by guard.c, which warns itself */
+    return true;
+}
+static bool parse_quarantine(const char *v, fm_options_t *o) { return size_value(v, &o->quarantine); }
 static bool parse_memory_limit(const char *v, fm_options_t *o)
 {
     if (!size_value(v, &o->memory_limit))
@@ -328,6 +334,11 @@ static const fm_option_t table[] = {
                                "under Valgrind: blocks are their usable size for memcheck"},
     [FM_OPT_SYMBOLIZER] = {"FASTMM5_SYMBOLIZER", "path|none", "the installed fastmm5-symbolize", NULL, NULL,
                            "the program that names report addresses"},
+    [FM_OPT_GUARD] = {"FASTMM5_GUARD", "all|overflow|underflow|sample:N", "off", parse_guard, NULL,
+                      "place blocks against no-access pages (every block, or one in N)"},
+    [FM_OPT_QUARANTINE] = {"FASTMM5_QUARANTINE", "bytes[K|M|G]", "0 (off)", parse_quarantine,
+                           "expected a number of bytes with an optional K, M or G suffix; ignored",
+                           "debug mode: freed blocks wait this many bytes before reuse"},
     [FM_OPT_LIB] = {"FASTMM5_LIB", "path", "the installed library", NULL, NULL,
                     "the library fastmm5-stats preloads (read by that tool only)"},
 };

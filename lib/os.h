@@ -22,6 +22,8 @@ void *fm_os_move_target(size_t old_size, size_t new_size);
 void fm_os_drop_move_target(void *target, size_t old_size, size_t new_size);
 bool fm_os_move_onto(void *p, size_t old_size, size_t new_size, void *target);
 void fm_os_trim(void *p, size_t size);            /* drop the pages' contents (MADV_DONTNEED) */
+/* Page-aligned: read-write, or no access (guard.c); false when the kernel refuses (mappings). */
+bool fm_os_protect(void *p, size_t size, bool accessible);
 size_t fm_os_page_size(void);
 size_t fm_os_mapped_bytes(void);                  /* what fastmm_os_memory() reports */
 size_t fm_os_peak_mapped_bytes(void);

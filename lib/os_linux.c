@@ -143,14 +143,23 @@ bool fm_os_move_onto(void *p, size_t old_size, size_t new_size, void *target)
 
 void fm_os_trim(void *p, size_t size) { madvise(p, size, MADV_DONTNEED); }
 
+bool fm_os_protect(void *p, size_t size, bool accessible)
+{
+    return size == 0 || mprotect(p, size, accessible ? PROT_READ | PROT_WRITE : PROT_NONE) == 0;
+}
+
+/* Threads may ask first at the same time (the guarded paths do): the same value, stored
+ * atomically. */
 size_t fm_os_page_size(void)
 {
     static size_t page;
-    if (page == 0) {
+    size_t p = fm_load_relaxed(&page);
+    if (p == 0) {
         size_t v = (size_t)getauxval(AT_PAGESZ);
-        page = v ? v : 4096;
+        p = v ? v : 4096;
+        fm_store_relaxed(&page, p);
     }
-    return page;
+    return p;
 }
 
 size_t fm_os_mapped_bytes(void) { return fm_load_relaxed(&mapped_bytes); }

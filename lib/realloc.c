@@ -108,6 +108,8 @@ static void *resize_large(void *p, fm_block_ref_t ref, size_t size)
 
 void *fm_realloc(void *p, size_t size)
 {
+    if (p == NULL && FM_UNLIKELY(fm_load_relaxed(&fm_guard_mode) != FM_GUARD_OFF))
+        return fastmm_malloc(size); /* guarding chooses */
     if (p == NULL) {
         fm_ensure_init();
         return fm_load_relaxed(&fm_debug_on) ? fm_debug_alloc(size, FM_DEBUG_FILL_ALLOCATED)
@@ -120,8 +122,8 @@ void *fm_realloc(void *p, size_t size)
  * small-block check classifies it first and falls through to here). */
 void *fm_realloc_classified(void *p, fm_block_ref_t ref, size_t size)
 {
-    if (ref.kind == FM_BLOCK_INVALID)
-        return fm_debug_realloc_or_report(p, ref, size); /* a debug block, or reported */
+    if (ref.kind == FM_BLOCK_INVALID) /* a guarded block, a debug block, or reported */
+        return fm_guard_owns(p) ? fm_guard_realloc(p, size) : fm_debug_realloc_or_report(p, ref, size);
     uint16_t flags = fm_flags_get(p);
     if (flags & (FM_FLAG_FREE | FM_FLAG_DEBUG_INFO)) {
         fm_event_invalid_pointer("realloc", p, flags & FM_FLAG_FREE ? "the block was already freed"

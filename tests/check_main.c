@@ -33,8 +33,14 @@ int test_forking(void)
     return !(f != NULL && strcmp(f, "no") == 0);
 }
 
+int guard_scenario(const char *name); /* check_guard.c */
+
 int main(void)
 {
+    /* a guard test's child process (check_guard.c): one scenario instead of the suites */
+    const char *scenario = getenv("FASTMM_TEST_GUARD_SCENARIO");
+    if (scenario != NULL)
+        return guard_scenario(scenario);
     SRunner *sr = srunner_create(suite_alloc());
     srunner_add_suite(sr, suite_realloc());
     srunner_add_suite(sr, suite_errors());
@@ -46,6 +52,7 @@ int main(void)
     srunner_add_suite(sr, suite_misuse());
     srunner_add_suite(sr, suite_leaks());
     srunner_add_suite(sr, suite_traces());
+    srunner_add_suite(sr, suite_guard());
 
     srunner_run_all(sr, CK_ENV);
     int failed = srunner_ntests_failed(sr);

@@ -42,6 +42,7 @@ Suite *suite_exhaustion(void);
 Suite *suite_misuse(void);
 Suite *suite_leaks(void);
 Suite *suite_traces(void);
+Suite *suite_guard(void);
 
 /* Loop counts for the heavy tests: n normally, n / 10 (at least 1) when FASTMM_TEST_SLOW is set
  * (valgrind runs with CK_FORK=no). Defined in check_main.c. */
