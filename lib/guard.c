@@ -27,7 +27,6 @@
 #include <errno.h>
 #include <string.h>
 
-unsigned fm_guard_mode;
 bool fm_guard_underflow;
 static unsigned sample_every;
 

@@ -204,8 +204,10 @@ static void apply_start_options(void)
     if (fm_options.erase_freed)
         fastmm_erase_freed_begin();
     fm_tuning_start(); /* FASTMM5_MIN_ALIGNMENT */
-    if (fm_options.quarantine != 0)
-        fm_quarantine_start(fm_options.quarantine); /* FASTMM5_QUARANTINE */
+    if (fm_options.quarantine != 0) { /* FASTMM5_QUARANTINE */
+        fm_guard_install_handler(); /* a fault in a waiting large block's pages is reported */
+        fm_quarantine_start(fm_options.quarantine);
+    }
     if (fm_options.guard != NULL)
         fm_guard_start(fm_options.guard); /* FASTMM5_GUARD */
     if (fm_options.verbose)

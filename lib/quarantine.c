@@ -20,7 +20,6 @@ static size_t held_bytes;
 
 void fm_quarantine_start(size_t bytes)
 {
-    fm_guard_install_handler(); /* a fault in a waiting large block's pages is reported */
     fm_store_relaxed(&fm_quarantine_limit, bytes);
 }
 
