@@ -57,7 +57,6 @@ static int erase_allocated_counter;
 static int erase_freed_counter;
 static fm_lock_t mode_lock;
 static unsigned debug_options = FASTMM_DEBUG_NEVER_FREE_SMALL_SPANS | FASTMM_DEBUG_NEVER_MERGE_FREE_MEDIUM_BLOCKS;
-static unsigned stack_depth = 20;
 static uint32_t last_allocation_number;
 static uint32_t allocation_group;
 static uint32_t break_number;
@@ -592,7 +591,7 @@ static void *debug_alloc(size_t size, int fill, size_t alignment)
 {
     if (debug_options & FASTMM_DEBUG_SCAN_EVERY_OPERATION)
         fastmm_debug_scan();
-    unsigned depth = fm_load_relaxed(&stack_depth);
+    unsigned depth = fm_load_relaxed(&fm_stack_depth);
     if (size > (size_t)PTRDIFF_MAX - overhead(depth)) {
         errno = ENOMEM;
         return NULL;
@@ -1198,10 +1197,10 @@ FM_EXPORT void fastmm_debug_set_options(unsigned options)
     fm_lock_release(&mode_lock);
 }
 
-FM_EXPORT unsigned fastmm_debug_stack_depth(void) { return fm_load_relaxed(&stack_depth); }
+FM_EXPORT unsigned fastmm_debug_stack_depth(void) { return fm_load_relaxed(&fm_stack_depth); }
 FM_EXPORT void fastmm_debug_set_stack_depth(unsigned depth)
 {
-    fm_store_relaxed(&stack_depth, depth > MAX_DEPTH ? MAX_DEPTH : depth);
+    fm_store_relaxed(&fm_stack_depth, depth > MAX_DEPTH ? MAX_DEPTH : depth);
 }
 FM_EXPORT void fastmm_debug_set_allocation_group(uint32_t group) { fm_store_relaxed(&allocation_group, group); }
 FM_EXPORT uint32_t fastmm_debug_allocation_group(void) { return fm_load_relaxed(&allocation_group); }

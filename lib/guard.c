@@ -89,7 +89,7 @@ static void *map_block(size_t size, size_t alignment, int fill)
     g->underflow = fm_load_relaxed(&fm_guard_underflow);
     g->user = g->underflow ? data : (char *)((uintptr_t)(data + data_bytes - size) & ~(uintptr_t)(alignment - 1));
     g->allocated_by_thread = fm_os_thread_id();
-    unsigned depth = fastmm_debug_stack_depth();
+    unsigned depth = fm_load_relaxed(&fm_stack_depth);
     g->depth = depth != 0 ? (depth < FM_GUARD_MAX_DEPTH ? depth : FM_GUARD_MAX_DEPTH) : FM_STACK_CURRENT_DEPTH;
     fm_stack_capture(g->allocation_trace, g->depth);
     fill_slack(g);

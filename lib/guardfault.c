@@ -60,7 +60,7 @@ static void report_fault(const fm_guard_block_t *g, const char *addr, const void
     int write;
     fm_stack_current_t fault;
     uintptr_t pc = fault_pc(context, &write);
-    unsigned depth = fastmm_debug_stack_depth();
+    unsigned depth = fm_load_relaxed(&fm_stack_depth);
     fault.depth = depth != 0 ? (depth < 63 ? depth + 1 : 64) : FM_STACK_CURRENT_DEPTH + 1;
     fm_stack_capture(fault.trace + 1, fault.depth - 1);
     /* The unwinder goes on through the signal frame: the handler's frames (the library's are

@@ -402,6 +402,7 @@ FM_INLINE void *fm_track_new(void *p, size_t size, bool zeroed)
 extern bool fm_debug_on;
 extern bool fm_erase_allocated, fm_erase_freed, fm_slow_alloc, fm_slow_free;
 extern uint64_t fm_start_ms; /* coarse time at start-up; debug blocks' times count from it */
+extern unsigned fm_stack_depth; /* return addresses per debug-mode trace (FASTMM5_STACK_DEPTH) */
 
 /* ---- startup.c: the lazy one-time start of the heap ---- */
 extern bool fm_ready;

@@ -12,4 +12,5 @@ bool fm_erase_freed;
 bool fm_slow_alloc;      /* debug mode, erase-allocated or memcheck: malloc's frameless path is off */
 bool fm_slow_free;       /* erase-freed or memcheck: free's frameless path is off */
 unsigned fm_guard_mode; /* FASTMM5_GUARD's mode (guard.h), which guard.c sets */
+unsigned fm_stack_depth = 20; /* return addresses per trace (FASTMM5_STACK_DEPTH), which debug.c sets */
 uint64_t fm_start_ms;    /* coarse time at start-up: debug blocks' times count from it */

@@ -179,7 +179,7 @@ void fm_stack_format_id(fm_report_t *r, uint32_t id, unsigned depth)
  * one, or the default where stored traces are off. */
 void fm_stack_capture_current(fm_stack_current_t *cur)
 {
-    unsigned depth = fastmm_debug_stack_depth();
+    unsigned depth = fm_load_relaxed(&fm_stack_depth);
     cur->depth = depth != 0 ? depth : FM_STACK_CURRENT_DEPTH;
     fm_stack_capture(cur->trace, cur->depth);
 }
