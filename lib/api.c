@@ -143,7 +143,7 @@ FM_INLINE fm_small_span_t *live_small_block(const void *p, const fm_medium_span_
  * its header be read). */
 FM_INLINE bool live_medium_block(const void *p, const fm_medium_span_t *ms)
 {
-    return fm_medium_validate(p, ms) && fm_flags_get(p) == FM_FLAG_MEDIUM &&
+    return fm_block_medium(p, ms) && fm_flags_get(p) == FM_FLAG_MEDIUM &&
            !fm_load_relaxed(&fm_medium_header_of(p)->is_small_span);
 }
 
