@@ -15,7 +15,8 @@
  *   fm_block_small_span  a live small span (damaged.c, which cannot trust the flag word)
  *   fm_block_decode  the full decoding of any pointer: its reference, or why it is none
  *   fm_block_debug_candidate, fm_block_debug  debug blocks (their header precedes the user pointer)
- *   fm_block_small_freed_plain, fm_block_medium_freed_plain  a cached free block's flag word is intact
+ *   fm_block_small_freed_plain, fm_block_medium_freed_plain  a free block in a thread's cache:
+ *       its flag word is intact
  */
 #ifndef FM_BLOCK_H
 #define FM_BLOCK_H
