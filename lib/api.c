@@ -31,7 +31,7 @@ FM_INLINE void *cache_take(fm_tcache_t *tc, size_t size, bool tracked)
         /* Only a plain freed small block's low flag bits read SMALL | FREE: a freed debug block
          * (DEBUG_INFO) is vetted first, and a damaged flag word reported, by fm_tcache_refill.
          * The same one compare as testing DEBUG_INFO alone. */
-        if (FM_LIKELY(b != NULL) && FM_LIKELY((fm_flags_get(b) & FM_SMALL_STATE_MASK) == FM_SMALL_FREE_STATE)) {
+        if (FM_LIKELY(b != NULL) && FM_LIKELY(fm_block_small_freed_plain(fm_flags_get(b)))) {
             bin->head = tracked ? fm_link_get(b) : *(void **)b;
             bin->count--;
             fm_flags_set(b, fm_flags_get(b) & ~FM_FLAG_FREE);
@@ -43,7 +43,7 @@ FM_INLINE void *cache_take(fm_tcache_t *tc, size_t size, bool tracked)
         void **head = &tc->medium[fm_tcache_medium_bin_for(size)];
         void *b = *head;
         /* a freed debug block (DEBUG_INFO) is vetted first: fm_tcache_medium_take */
-        if (b != NULL && FM_LIKELY(fm_flags_get(b) == (FM_FLAG_MEDIUM | FM_FLAG_FREE))) {
+        if (b != NULL && FM_LIKELY(fm_block_medium_freed_plain(fm_flags_get(b)))) {
             size_t block = fm_medium_block_size(b);
             *head = *(void **)b;
             tc->medium_bytes -= block;
