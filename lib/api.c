@@ -34,7 +34,7 @@ FM_INLINE void *cache_take(fm_tcache_t *tc, size_t size, bool tracked)
         /* Only a plain freed small block's low flag bits read SMALL | FREE: a freed debug block
          * (DEBUG_INFO) is vetted first, and a damaged flag word reported, by fm_tcache_refill.
          * The same one compare as testing DEBUG_INFO alone. */
-        if (FM_LIKELY(b != NULL) && FM_LIKELY((fm_flags_get(b) & FM_SMALL_STATE_MASK) == FM_SMALL_FREE_STATE)) {
+        if (FM_LIKELY(b != NULL) && FM_LIKELY(fm_block_small_freed_plain(fm_flags_get(b)))) {
             bin->head = tracked ? fm_link_get(b) : *(void **)b;
             bin->count--;
             fm_flags_set(b, fm_flags_get(b) & ~FM_FLAG_FREE);
@@ -46,7 +46,7 @@ FM_INLINE void *cache_take(fm_tcache_t *tc, size_t size, bool tracked)
         void **head = &tc->medium[fm_tcache_medium_bin_for(size)];
         void *b = *head;
         /* a freed debug block (DEBUG_INFO) is vetted first: fm_tcache_medium_take */
-        if (b != NULL && FM_LIKELY(fm_flags_get(b) == (FM_FLAG_MEDIUM | FM_FLAG_FREE))) {
+        if (b != NULL && FM_LIKELY(fm_block_medium_freed_plain(fm_flags_get(b)))) {
             size_t block = fm_medium_block_size(b);
             *head = *(void **)b;
             tc->medium_bytes -= block;
@@ -119,47 +119,11 @@ static FM_NOINLINE void free_slow(void *p, fm_block_ref_t ref)
     errno = saved;
 }
 
-/*
- * A live plain small block of medium span ms, in a few loads: its flag word says small, in use,
- * not debug; the span header it names lies inside ms and carries the seal (its address xor the
- * process's random key, cleared when the span is released); and the pointer sits exactly on a
- * block of that span that the feed has handed out (the flag word of a block below fed_floor was
- * never written: it is whatever the memory held). A pointer that fails any test is not refused here: it takes the full
- * classification (classify()), which finds the right report. Returns the span, or NULL.
- */
-FM_INLINE fm_small_span_t *live_small_block(const void *p, const fm_medium_span_t *ms)
-{
-    uintptr_t first = (uintptr_t)ms + ms->first_block;
-    if ((uintptr_t)p < first + FM_SMALL_SPAN_HEADER) /* then p - 2 and any span below p are ours */
-        return NULL;
-    uint16_t flags = fm_flags_get(p);
-    if ((flags & (FM_FLAG_SMALL | FM_FLAG_FREE | FM_FLAG_DEBUG_INFO)) != FM_FLAG_SMALL)
-        return NULL;
-    fm_small_span_t *s = (fm_small_span_t *)(((uintptr_t)p & ~(uintptr_t)63) -
-                                             ((uintptr_t)(flags & FM_SMALL_OFFSET_MASK) << 3));
-    if ((uintptr_t)s < first || fm_load_relaxed(&s->seal) != fm_small_seal_of(s))
-        return NULL;
-    uint64_t offset = (uintptr_t)p - (uintptr_t)s - FM_SMALL_SPAN_HEADER; /* p >= s + 64: s <= p & ~63 */
-    uint64_t index = (offset * s->reciprocal) >> 32;
-    if (offset >= FM_MEDIUM_MAX_SPAN || index * s->block_size != offset || index >= s->total_blocks ||
-        !fm_small_is_fed(s, p))
-        return NULL;
-    return s;
-}
-
-/* Whether p is a live plain medium block of medium span ms (the bounds first: only then may
- * its header be read). */
-FM_INLINE bool live_medium_block(const void *p, const fm_medium_span_t *ms)
-{
-    return fm_medium_validate(p, ms) && fm_flags_get(p) == FM_FLAG_MEDIUM &&
-           !fm_load_relaxed(&fm_medium_header_of(p)->is_small_span);
-}
-
 /* A live plain medium block of medium span ms that fits this thread's cache: its block size,
  * else 0. */
 FM_INLINE size_t cacheable_medium_block(const void *p, const fm_medium_span_t *ms, const fm_tcache_t *tc)
 {
-    if (!live_medium_block(p, ms))
+    if (!fm_block_medium_live(p, ms))
         return 0;
     size_t block = fm_medium_block_size(p);
     /* over the budget only with other blocks there: an empty cache takes any cacheable block
@@ -177,34 +141,18 @@ static FM_NOINLINE void find_cacheable_quietly(const void *p, const fm_medium_sp
                                                fm_small_span_t **small, size_t *medium)
 {
     fm_track_quiet(true);
-    *small = live_small_block(p, ms);
+    *small = fm_block_small_live(p, ms);
     *medium = *small == NULL ? cacheable_medium_block(p, ms, tc) : 0;
     fm_track_internal(small, sizeof *small); /* verdicts, however the bytes they read were: defined */
     fm_track_internal(medium, sizeof *medium);
     fm_track_quiet(false);
 }
 
-/* Whether p's flag word, if p is inside this heap far enough for it to be read, is a debug
- * block's own (DEBUG_BLOCK, maybe FREE, nothing else): then debug.c classifies it first (one full
- * classification saved). The exact value matters: a plain small block's flag word carries its
- * span offset in the same bits, and sending one to debug.c would make it read the word before
- * the would-be debug header, which is inside the neighbouring block, perhaps another thread's
- * (a harmless but real data race; ThreadSanitizer saw it in tests/tsan.sh). */
-FM_INLINE bool looks_like_debug_block(const void *p)
-{
-    uintptr_t entry = fm_pagemap_lookup(p);
-    const char *owner = (const char *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK);
-    size_t floor = (entry & FM_REGION_TYPE_MASK) == FM_REGION_MEDIUM_SPAN
-                       ? ((const fm_medium_span_t *)owner)->first_block + 64u
-                       : FM_LARGE_HEADER + 64u;
-    return entry != 0 && (uintptr_t)p >= (uintptr_t)owner + floor && (fm_flags_get(p) & ~FM_FLAG_FREE) == FM_FLAG_DEBUG_BLOCK;
-}
-
-/* The same under memcheck, where the word read may be a user's uninitialised byte. */
+/* fm_block_debug_candidate under memcheck, where the word read may be a user's uninitialised byte. */
 static FM_NOINLINE bool looks_like_debug_block_quietly(const void *p)
 {
     fm_track_quiet(true);
-    bool yes = looks_like_debug_block(p);
+    bool yes = fm_block_debug_candidate(p);
     fm_track_internal(&yes, sizeof yes); /* a verdict, however the bytes it read were: defined */
     fm_track_quiet(false);
     return yes;
@@ -267,7 +215,7 @@ static FM_NOINLINE void free_full(void *p)
         fm_guard_free(p, "free");
         return;
     }
-    if (FM_UNLIKELY(fm_track_on ? looks_like_debug_block_quietly(p) : looks_like_debug_block(p)) && free_debug_block(p))
+    if (FM_UNLIKELY(fm_track_on ? looks_like_debug_block_quietly(p) : fm_block_debug_candidate(p)) && free_debug_block(p))
         return;
     free_slow(p, fm_block_classify(p));
 }
@@ -286,7 +234,7 @@ FM_EXPORT void fastmm_free(void *p)
         uintptr_t entry = fm_pagemap_lookup(p);
         if (FM_LIKELY((entry & FM_REGION_TYPE_MASK) == FM_REGION_MEDIUM_SPAN)) {
             const fm_medium_span_t *ms = (const fm_medium_span_t *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK);
-            fm_small_span_t *s = live_small_block(p, ms);
+            fm_small_span_t *s = fm_block_small_live(p, ms);
             size_t block = s == NULL ? cacheable_medium_block(p, ms, tc) : 0;
             if (FM_LIKELY(s != NULL || block != 0)) {
                 cache_put(tc, p, s, block, false);
@@ -326,7 +274,7 @@ void fm_delete(void *p, size_t size, size_t alignment, unsigned how)
         uintptr_t entry = fm_pagemap_lookup(p);
         if (FM_LIKELY((entry & FM_REGION_TYPE_MASK) == FM_REGION_MEDIUM_SPAN)) {
             const fm_medium_span_t *ms = (const fm_medium_span_t *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK);
-            fm_small_span_t *s = live_small_block(p, ms);
+            fm_small_span_t *s = fm_block_small_live(p, ms);
             size_t block = s == NULL ? cacheable_medium_block(p, ms, tc) : 0;
             if (FM_LIKELY(s != NULL || block != 0) && FM_LIKELY(delete_fits(p, size, alignment, how, s, block))) {
                 cache_put(tc, p, s, block, false);
@@ -363,7 +311,7 @@ FM_EXPORT void *fastmm_calloc(size_t count, size_t size)
 /*
  * The in-place fast path (a 64 -> 63 byte resize, say): a live plain small block whose new
  * size keeps it in place under FastMM5's policy (no growth past its class, no shrink below a
- * quarter, realloc.c) comes straight back, after free()'s exact inline check (live_small_block);
+ * quarter, realloc.c) comes straight back, after free()'s exact inline check (fm_block_small_live);
  * so does a live plain medium block resized in place. Everything else (growth, a moving shrink,
  * large blocks, debug mode, memcheck, bad pointers, size 0) continues out of line, with the
  * classification already done where the inline check made it.
@@ -392,7 +340,7 @@ FM_EXPORT void *fastmm_realloc(void *p, size_t size)
     uintptr_t entry = fm_pagemap_lookup(p);
     if (FM_LIKELY((entry & FM_REGION_TYPE_MASK) == FM_REGION_MEDIUM_SPAN && !fm_track_on)) {
         fm_medium_span_t *ms = (fm_medium_span_t *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK);
-        fm_small_span_t *s = live_small_block(p, ms);
+        fm_small_span_t *s = fm_block_small_live(p, ms);
         if (FM_LIKELY(s != NULL)) {
             size_t old = fm_small_usable(s);
             if (size - 1 < old && size * 4 + FM_SMALL_DOWNSIZE_ADDER >= old && !fm_load_relaxed(&fm_debug_on))
@@ -402,7 +350,7 @@ FM_EXPORT void *fastmm_realloc(void *p, size_t size)
         /* The same for a live plain medium block that stays in place (realloc.c: down to half
          * its size): a string grown by small appends through the medium range (growth-string)
          * spent 30% of its time classifying the block again and measuring it. */
-        if (live_medium_block(p, ms)) {
+        if (fm_block_medium_live(p, ms)) {
             size_t old = fm_medium_block_size(p) - FM_MEDIUM_HEADER;
             if (size <= old && size >= old / 2 && !fm_load_relaxed(&fm_debug_on))
                 return p;

@@ -46,16 +46,15 @@ static bool start_damaged(const void *p, size_t *usable, const char **kind)
     const fm_medium_header_t *mh = fm_medium_header_of(block);
     if (block == (const char *)p) {
         /* a medium block starts here, unless it is a small span (no user block) */
-        if (mh->is_small_span == 1 && mh->span_offset64 == unit && fm_medium_validate(block, span))
+        if (fm_block_medium(block, span) && mh->is_small_span == 1)
             return false;
         *usable = fm_medium_block_size(p) - FM_MEDIUM_HEADER;
         *kind = "medium";
         return true;
     }
     /* p inside a small span: one of its block starts, handed out by the feed */
-    const fm_small_span_t *s = (const fm_small_span_t *)block;
-    if (!fm_medium_validate(block, span) || mh->is_small_span != 1 ||
-        fm_load_relaxed(&s->seal) != fm_small_seal_of(s) || s->block_size == 0)
+    const fm_small_span_t *s = fm_block_small_span(block, span);
+    if (s == NULL)
         return false;
     uintptr_t in_span = (uintptr_t)p - (uintptr_t)s;
     if (in_span < FM_SMALL_SPAN_HEADER || (in_span - FM_SMALL_SPAN_HEADER) % s->block_size != 0 ||

@@ -23,7 +23,7 @@
 #include <signal.h>
 #include <string.h>
 
-#define HEADER_SIZE 64u
+#define HEADER_SIZE FM_DEBUG_HEADER
 #define FILL_ALLOCATED 0x90
 #define FILL_FREED 0x80
 #define FLAGS_IN_USE ((uint16_t)FM_FLAG_DEBUG_BLOCK)
@@ -641,29 +641,12 @@ void fm_debug_set_family(void *p, unsigned family, size_t alignment)
 
 /* A live or freed debug block's user pointer: its outer block must be a block of this heap
  * carrying DEBUG_INFO, and the word before it must be a debug flag word. */
-static bool classify_debug(const void *p, fm_block_ref_t *outer_ref);
-
 bool fm_debug_classify(const void *p, fm_block_ref_t *outer_ref)
 {
     fm_track_quiet(true);
-    bool found = classify_debug(p, outer_ref);
+    bool found = fm_block_debug(p, outer_ref);
     fm_track_quiet(false);
     return found;
-}
-
-static bool classify_debug(const void *p, fm_block_ref_t *outer_ref)
-{
-    if (((uintptr_t)p & (FM_MIN_ALIGN - 1)) != 0)
-        return false;
-    const char *outer = (const char *)p - HEADER_SIZE;
-    fm_block_ref_t ref = fm_block_classify(outer);
-    if (ref.kind == FM_BLOCK_INVALID || !(fm_flags_get(outer) & FM_FLAG_DEBUG_INFO))
-        return false;
-    uint16_t f = header_of(p)->flags;
-    if (f != FLAGS_IN_USE && f != FLAGS_FREED)
-        return false;
-    *outer_ref = ref;
-    return true;
 }
 
 /* Whether a pointer that is no live block looks like a freed debug block (for the double-free

@@ -10,45 +10,12 @@
 
 /* ---- classification ---- */
 
-static fm_block_ref_t classify(const void *p)
-{
-    fm_block_ref_t ref = {FM_BLOCK_INVALID, NULL, NULL};
-    uintptr_t entry = fm_pagemap_lookup(p);
-    if (entry == 0) {
-        ref.why = "it is not inside any memory of this heap (a stack or static address, or another "
-                      "allocator's block)";
-        return ref;
-    }
-    void *owner = (void *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK);
-    ref.why = "it points into this heap but not to the start of a live block (an interior pointer, "
-                  "or a block already freed)";
-    if ((entry & FM_REGION_TYPE_MASK) == FM_REGION_GUARD)
-        return ref; /* guard.c's: the entry points send these there first */
-    if ((entry & FM_REGION_TYPE_MASK) == FM_REGION_LARGE) {
-        if (fm_large_validate(p, owner))
-            ref.kind = FM_BLOCK_LARGE, ref.owner = owner;
-        return ref;
-    }
-    fm_medium_span_t *span = owner;
-    if ((uintptr_t)p - (uintptr_t)span < span->first_block)
-        return ref; /* no block starts there (and p - 2 might not be mapped) */
-    /* For a small block the bits above SMALL are its span offset, so test SMALL first. */
-    fm_small_span_t *small;
-    if (fm_flags_get(p) & FM_FLAG_SMALL) {
-        if (fm_small_validate(p, span, &small))
-            ref.kind = FM_BLOCK_SMALL, ref.owner = small;
-    } else if (((uintptr_t)p & 63u) == 0 && fm_medium_validate(p, span) && !fm_load_relaxed(&fm_medium_header_of(p)->is_small_span)) {
-        ref.kind = FM_BLOCK_MEDIUM, ref.owner = span;
-    }
-    return ref;
-}
-
+/* The decoding is written once here (it is inline): under memcheck its reads around a pointer
+ * that may be bad are the allocator's business, so they are made with error reporting off. */
 fm_block_ref_t fm_block_classify(const void *p)
 {
-    if (FM_LIKELY(!fm_track_on))
-        return classify(p);
     fm_track_quiet(true);
-    fm_block_ref_t ref = classify(p);
+    fm_block_ref_t ref = fm_block_decode(p);
     fm_track_quiet(false);
     return ref;
 }

@@ -9,8 +9,6 @@
 #ifndef FM_GUARD_H
 #define FM_GUARD_H
 
-#define FM_REGION_GUARD 3u
-
 /* What FASTMM5_GUARD asked for: 0 (off), guard every block, or sample. */
 #define FM_GUARD_OFF 0u
 #define FM_GUARD_ALL 1u

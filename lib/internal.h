@@ -28,6 +28,7 @@
 /* ---- pagemap.c: which OS region owns an address (fails closed) ---- */
 #define FM_REGION_MEDIUM_SPAN 1u
 #define FM_REGION_LARGE 2u
+#define FM_REGION_GUARD 3u /* a guarded block's own mapping (guard.h) */
 #define FM_REGION_TYPE_MASK 63u
 bool fm_pagemap_register(const void *base, size_t size, const void *owner, unsigned type);
 void fm_pagemap_unregister(const void *base, size_t size);
@@ -217,15 +218,7 @@ void *fm_small_alloc(unsigned class_index);
 void fm_small_free(void *p, fm_small_span_t *span);
 unsigned fm_small_alloc_batch(unsigned class_index, void **chain, unsigned want);
 void fm_small_free_chain(void *chain); /* blocks already flagged FREE */
-bool fm_small_validate(const void *p, fm_medium_span_t *medium_span, fm_small_span_t **span_out);
 FM_INLINE size_t fm_small_usable(const fm_small_span_t *span) { return (size_t)span->block_size - 2u; }
-extern uintptr_t fm_small_seal_key;
-/* Whether the feed has handed out block p of span s (else its flag word was never written). */
-FM_INLINE bool fm_small_is_fed(const fm_small_span_t *s, const void *p)
-{
-    return (uintptr_t)p - (uintptr_t)s >= fm_load_relaxed(&s->fed_floor);
-}
-FM_INLINE uintptr_t fm_small_seal_of(const fm_small_span_t *span) { return (uintptr_t)span ^ fm_small_seal_key; }
 bool fm_small_drain_all(void);
 void fm_small_trim(void);
 void fm_small_unlock_all(void);
@@ -318,26 +311,6 @@ extern fm_medium_manager_t fm_medium_managers[FM_MEDIUM_ARENAS];
 void *fm_medium_alloc(size_t block_size, bool small_span);
 void *fm_medium_alloc_aligned(size_t block_size, size_t alignment);
 void fm_medium_free(void *p);
-/* Whether the in-use bit of the span's 64-byte unit `unit` is set. Blocks are carved from the
- * bottom up, so while a span is little used its bits lie in the header's page (a 3 MiB span's
- * bitmap is 6 KiB, two pages). */
-FM_INLINE bool fm_medium_bit_set(const fm_medium_span_t *span, size_t unit)
-{
-    return (fm_load_relaxed(&span->in_use_bits[unit / 64]) >> (unit % 64)) & 1u;
-}
-/* p is an in-use medium block (or small span) of `span` only if its bitmap bit says a block
- * starts there and its header agrees. Inline: free() asks it for every medium block. */
-FM_INLINE bool fm_medium_validate(const void *p, const fm_medium_span_t *span)
-{
-    uintptr_t off = (uintptr_t)p - (uintptr_t)span;
-    if ((off & 63u) != 0 || off < span->first_block || off >= span->span_size)
-        return false;
-    size_t unit = off / 64u;
-    if (!fm_medium_bit_set(span, unit))
-        return false;
-    const fm_medium_header_t *h = fm_medium_header_of(p);
-    return h->span_offset64 == unit && (h->flags & (FM_FLAG_MEDIUM | FM_FLAG_SMALL)) == FM_FLAG_MEDIUM;
-}
 bool fm_medium_try_resize_in_place(void *p, size_t min_block, size_t want_block);
 void fm_medium_collect(fm_usage_detail_t *d);
 void fm_medium_shrink(void *p, size_t new_block_size);
@@ -357,7 +330,6 @@ uint64_t fm_medium_contention(void);
 extern fm_large_manager_t fm_large_managers[FM_LARGE_ARENAS];
 void *fm_large_alloc(size_t size, size_t alignment);
 void fm_large_free(void *p);
-bool fm_large_validate(const void *p, fm_large_header_t *h);
 void *fm_large_resize(void *p, size_t new_size); /* in place or by page move; NULL if impossible */
 bool fm_large_drain_all(void);
 bool fm_large_release_retained(void); /* the kept freed mappings back to the OS */
@@ -374,13 +346,10 @@ void fm_large_collect(fm_usage_detail_t *d);
 size_t fm_large_visit_debug_blocks(bool (*check)(const void *outer));
 void fm_large_visit_used(void (*visit)(void *block, size_t usable, void *arg), void *arg);
 
+/* ---- block.h: the block decoders (they read the pagemap and the managers' records above) ---- */
+#include "block.h"
+
 /* ---- dispatch.c: classification shared by free, realloc and usable_size; allocation and freeing by kind ---- */
-typedef enum { FM_BLOCK_INVALID, FM_BLOCK_SMALL, FM_BLOCK_MEDIUM, FM_BLOCK_LARGE } fm_block_kind_t;
-typedef struct fm_block_ref {
-    fm_block_kind_t kind;
-    void *owner; /* small: its fm_small_span_t; large: its header; medium: its span */
-    const char *why; /* INVALID: the reason, for the report */
-} fm_block_ref_t;
 fm_block_ref_t fm_block_classify(const void *p);
 size_t fm_block_usable(const void *p, fm_block_ref_t ref);
 bool fm_block_mark_free(void *p); /* in use -> free, atomically; false if it was already free */

@@ -460,11 +460,6 @@ void fm_large_free(void *p)
     fm_large_drain_all();
 }
 
-bool fm_large_validate(const void *p, fm_large_header_t *h)
-{
-    return (const char *)p == (const char *)h + FM_LARGE_HEADER && (h->flags & FM_FLAG_LARGE) != 0;
-}
-
 /* Resizes the mapping under p to hold new_size user bytes: in place if the kernel can extend it,
  * else by moving the pages. Returns the (possibly new) user pointer, or NULL leaving p intact. */
 void *fm_large_resize(void *p, size_t new_size)

@@ -50,11 +50,6 @@ static void set_up_locked(fm_small_manager_t *m)
     size_spans(m);
 }
 
-FM_INLINE fm_small_span_t *span_of(const void *p, uint16_t flags)
-{
-    return (fm_small_span_t *)(((uintptr_t)p & ~(uintptr_t)63) - ((uintptr_t)(flags & FM_SMALL_OFFSET_MASK) << 3));
-}
-
 FM_INLINE uint16_t flags_for(const fm_small_span_t *span, const void *p)
 {
     return (uint16_t)((((uintptr_t)p - (uintptr_t)span) & ~(uintptr_t)63) >> 3) | FM_FLAG_SMALL;
@@ -115,7 +110,7 @@ static void release_span_locked(fm_small_manager_t *m, fm_small_span_t *s)
 
 static void free_locked(fm_small_manager_t *m, void *p)
 {
-    fm_small_span_t *s = span_of(p, fm_flags_get(p));
+    fm_small_span_t *s = fm_small_span_named(p, fm_flags_get(p));
     if (change_in_use(s, -1) == 0 && !fm_load_relaxed(&fm_small_keep_empty_spans)) {
         release_span_locked(m, s);
         return;
@@ -420,7 +415,7 @@ void fm_small_free_chain(void *chain)
     fm_small_manager_t *held = NULL;
     while (chain != NULL) {
         void *next = fm_link_get(chain);
-        fm_small_manager_t *m = span_of(chain, fm_flags_get(chain))->manager;
+        fm_small_manager_t *m = fm_small_span_named(chain, fm_flags_get(chain))->manager;
         if (m != held) {
             if (held != NULL) {
                 free_chain_locked(held, fm_pending_take(&held->pending));
@@ -450,34 +445,6 @@ void fm_small_free(void *p, fm_small_span_t *span)
     } else {
         fm_pending_push(&m->pending, p);
     }
-}
-
-/*
- * p is a small block of medium span `ms` only if the span its flag word points to is a live small
- * span of `ms` (checked through the medium bitmap) and p sits exactly on a block boundary.
- */
-bool fm_small_validate(const void *p, fm_medium_span_t *ms, fm_small_span_t **span_out)
-{
-    uintptr_t off_in_medium = (uintptr_t)p - (uintptr_t)ms;
-    if (off_in_medium < ms->first_block + FM_SMALL_SPAN_HEADER || ((uintptr_t)p & (FM_MIN_ALIGN - 1)) != 0)
-        return false;
-    uint16_t flags = fm_flags_get(p);
-    if ((flags & FM_FLAG_SMALL) == 0)
-        return false;
-    fm_small_span_t *s = span_of(p, flags);
-    if ((uintptr_t)s >= (uintptr_t)p || !fm_medium_validate(s, ms) || !fm_load_relaxed(&fm_medium_header_of(s)->is_small_span))
-        return false;
-    const fm_small_manager_t *m = s->manager;
-    uintptr_t first = (uintptr_t)&fm_small_managers[0][0];
-    if ((uintptr_t)m < first || (uintptr_t)m >= first + sizeof fm_small_managers ||
-        ((uintptr_t)m - first) % sizeof(fm_small_manager_t) != 0)
-        return false;
-    uint64_t offset = (uintptr_t)p - (uintptr_t)s - FM_SMALL_SPAN_HEADER;
-    uint64_t index = (offset * m->reciprocal) >> 32;
-    if (index * m->block_size != offset || index >= s->total_blocks || !fm_small_is_fed(s, p))
-        return false;
-    *span_out = s;
-    return true;
 }
 
 /* Allocations served so far: blocks taken under the lock plus every fed block. */

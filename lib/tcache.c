@@ -253,7 +253,7 @@ void *fm_tcache_refill(unsigned c)
          * past the end of the block below it). */
         unsigned flags = fm_flags_get(b);
         if (FM_UNLIKELY(flags & FM_FLAG_DEBUG_INFO) ? !fm_hooks.debug_check_reuse(b)
-                                         : (flags & FM_SMALL_STATE_MASK) != FM_SMALL_FREE_STATE) {
+                                         : !fm_block_small_freed_plain(flags)) {
             if (!(flags & FM_FLAG_DEBUG_INFO))
                 fm_hooks.freed_block_damaged("malloc", b, flags);
             continue;
@@ -309,7 +309,7 @@ void *fm_tcache_medium_take(size_t block_size)
         unsigned flags = fm_flags_get(p);
         size_t size = fm_medium_block_size(p);
         if (!(flags & FM_FLAG_DEBUG_INFO) &&
-            (flags != (FM_FLAG_MEDIUM | FM_FLAG_FREE) || size < FM_MEDIUM_MIN_BLOCK || size > FM_MEDIUM_MAX_BLOCK)) {
+            (!fm_block_medium_freed_plain(flags) || size < FM_MEDIUM_MIN_BLOCK || size > FM_MEDIUM_MAX_BLOCK)) {
             fm_hooks.freed_block_damaged("malloc", p, flags);
             continue;
         }
