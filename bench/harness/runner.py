@@ -1025,7 +1025,15 @@ def main(argv):
         # (--peers fastmm5,fastmm5-low-memory), to show what the default's speed costs in RSS.
         fml = Variant("fastmm5-low-memory", "libfastmm5 with FASTMM5_STRATEGY=low-memory", "fastmm5",
                       preload=lib, env={"FASTMM5_STRATEGY": "low-memory"}, version=library.get("version"))
-        optional = [fml] if want and fml.name in want else []
+        # Guarded blocks, opt-in the same way: every block guarded in debug mode (beside Electric
+        # Fence and DUMA on the debug workloads), and one allocation in 5000 in normal mode.
+        fmg = Variant("fastmm5-guard", "libfastmm5 in debug mode, every block guarded (FASTMM5_GUARD=all)",
+                      "fastmm5-debug", preload=lib, env={"FASTMM5_DEBUG": "1", "FASTMM5_GUARD": "all"},
+                      version=library.get("version"))
+        fms = Variant("fastmm5-sample", "libfastmm5 guarding one allocation in 5000 (FASTMM5_GUARD=sample:5000)",
+                      "fastmm5", preload=lib, env={"FASTMM5_GUARD": "sample:5000"}, version=library.get("version"))
+        optional = [v for v in (fml, fms) if want and v.name in want]
+        debug_optional = [fmg] if want and fmg.name in want else []
         logfile = os.path.join(workdir, "apt.log")
         groups = {w.group for w in selected}
         wanted = lambda n: (want is None or n in want) and n not in skip  # noqa: E731
@@ -1034,7 +1042,7 @@ def main(argv):
         dpeer_vs = peer_variants(DEBUG_PEER_TABLE, args.install, log, logfile, wanted) \
             if "debug" in groups else []
         normal_candidates = [fm] + optional + peer_vs if groups & {"micro", "general", "real"} else []
-        debug_candidates = [fmd, fmd20] + dpeer_vs if "debug" in groups else []
+        debug_candidates = [fmd, fmd20] + debug_optional + dpeer_vs if "debug" in groups else []
         all_variants = [baseline] + normal_candidates + debug_candidates
         debug_variants = debug_candidates
         primary = ["fastmm5", "fastmm5-debug", "fastmm5-debug-st20"]
