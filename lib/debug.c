@@ -88,6 +88,15 @@ static const uintptr_t *frames_of(const debug_header_t *h, bool free_trace)
     const uintptr_t *f = fm_tracetab_frames(trace_id(h, free_trace), h->stack_depth);
     return f != NULL ? f : no_frames;
 }
+/* frames_of for a snapshot: the ids at the footer of a user size read once. */
+static const uintptr_t *frames_at(const debug_header_t *h, size_t user_size, bool free_trace)
+{
+    uint32_t id = FM_TRACE_NONE;
+    if (h->stack_depth != 0)
+        memcpy(&id, (const unsigned char *)(h + 1) + user_size + (free_trace ? 8 : 4), 4);
+    const uintptr_t *f = fm_tracetab_frames(id, h->stack_depth);
+    return f != NULL ? f : no_frames;
+}
 /* A captured trace's id (no capture at depth 0). */
 static uint32_t capture_trace(unsigned depth)
 {
@@ -1235,15 +1244,18 @@ bool fm_debug_block_details(const void *outer, fm_debug_details_t *out)
     if (!(fm_flags_get(outer) & FM_FLAG_DEBUG_INFO))
         return false;
     fm_tsan_ignore_reads_begin(); /* a snapshot of a block its owner may rewrite (sync.h) */
-    bool ok = header_ok(h);
+    /* The trace ids lie past the user bytes: read them only through a size the checksum
+     * vouched for, read once, or a walk racing the owner would read outside the block. */
+    size_t user_size = h->user_size;
+    bool ok = header_ok(h) && h->user_size == user_size;
     bool freed = h->flags == FLAGS_FREED;
-    out->user_size = h->user_size;
+    out->user_size = user_size;
     out->allocation_number = h->allocation_number;
     out->allocation_group = h->allocation_group;
     out->allocated_by_thread = h->allocated_by_thread;
     out->freed_by_thread = freed ? h->freed_by_thread : 0;
-    out->allocation_trace = frames_of(h, false);
-    out->free_trace = freed ? frames_of(h, true) : NULL;
+    out->allocation_trace = ok ? frames_at(h, user_size, false) : no_frames;
+    out->free_trace = freed ? (ok ? frames_at(h, user_size, true) : no_frames) : NULL;
     out->depth = h->stack_depth;
     out->freed = freed;
     fm_tsan_ignore_reads_end();
