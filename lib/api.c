@@ -415,15 +415,3 @@ FM_EXPORT size_t fastmm_usable_size(const void *p)
     }
     return fm_track_usable(p, fm_block_usable(p, ref));
 }
-
-/* ---- counters: monitoring loops read them; kept with the hot code (in usage.c, in the
- * seldom-used segment, the first call would map that segment) ---- */
-
-FM_EXPORT size_t fastmm_os_memory(void) { return fm_os_mapped_bytes(); }
-
-FM_EXPORT void fastmm_get_contention(fastmm_contention_t *out)
-{
-    out->small = fm_small_contention();
-    out->medium = fm_medium_contention();
-    out->large = fm_large_contention();
-}

@@ -19,6 +19,9 @@
  * code, so the seldom-used code's own segment is never mapped in a process that only allocates
  * (a fault in text maps up to 64 KiB around it, within its mapping). */
 #define FM_EVERY_PROCESS __attribute__((section(".text.startup")))
+/* A function of a seldom-used file that monitoring loops poll (the counters): placed with the hot
+ * code the same way, so that polling never maps the seldom-used segment. */
+#define FM_POLLED FM_EVERY_PROCESS
 #define FM_HIDDEN __attribute__((visibility("hidden")))
 #define FM_EXPORT __attribute__((visibility("default")))
 #define FM_CACHE_LINE 64

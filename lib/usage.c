@@ -4,6 +4,16 @@
  */
 #include "internal.h"
 
+/* The counters monitoring loops poll (FM_POLLED: with the hot code). */
+FM_POLLED FM_EXPORT size_t fastmm_os_memory(void) { return fm_os_mapped_bytes(); }
+
+FM_POLLED FM_EXPORT void fastmm_get_contention(fastmm_contention_t *out)
+{
+    out->small = fm_small_contention();
+    out->medium = fm_medium_contention();
+    out->large = fm_large_contention();
+}
+
 void fm_usage_collect(fm_usage_detail_t *d)
 {
     *d = (fm_usage_detail_t){0};
