@@ -13,7 +13,8 @@
 # 2. Build (BUILD_DIR/glibc-tests/, make -j$JOBS): the part of glibc's support/ library the tests
 #    use and every test not excluded, as ordinary programs against the installed glibc;
 #    tests/glibc/config-shim.h stands in for a glibc build tree's config.h.
-# 3. Run each test with its own timeout (support's TIMEOUT, times TEST_TIMEOUT_FACTOR if set), two
+# 3. Run each test with its own timeout (support's TIMEOUT, times TEST_TIMEOUT_FACTOR if set, and 5
+#    in debug mode), two
 #    at a time (JOBS), in both modes; print a table; tests that fail also run once on glibc's
 #    malloc (no LD_PRELOAD), to tell a libfastmm5 failure from a broken test build.
 #
@@ -22,7 +23,8 @@
 #
 # Environment: JOBS (parallel builds and runs, default 2); FM_GLIBC_RUN_JOBS (parallel runs
 # only, default JOBS); FM_GLIBC_TESTS="tst-a tst-b" runs only
-# those; TEST_TIMEOUT_FACTOR (glibc's) multiplies the timeouts.
+# those; TEST_TIMEOUT_FACTOR multiplies the timeouts (glibc support's TIMEOUTFACTOR), five times
+# more in debug mode.
 # Exit: 0 all pass, 1 a test failed, 77 the glibc source cannot be had (no apt-get source, not
 # root and no deb-src entry, no network), 99 the build failed or something is missing.
 #
@@ -48,6 +50,10 @@ if [ "${1:-}" = --run-one ]; then
     # this one is for a hang outside support's child (mallocbug has no support harness).
     factor=${TEST_TIMEOUT_FACTOR:-1}
     [[ $factor =~ ^[1-9][0-9]*$ ]] || factor=1
+    # support's timeouts are sized for glibc's malloc; debug mode fills, checks and traces every
+    # block and runs several times slower (tst-malloc-too-large: 2 s, debug 8 s of its 20 s).
+    [ "$mode" = debug ] && factor=$((factor * 5))
+    env+=("TIMEOUTFACTOR=$factor") # support_test_main.c scales TIMEOUT by it
     start=$SECONDS
     (cd "$work/tmp" && timeout -k 10 $((100 * factor + 60)) "${env[@]}" "$work/bin/$t") \
         > "$work/log/$t.$mode.log" 2>&1
