@@ -37,14 +37,6 @@
 #include "check_suites.h"
 #include "helpers.h"
 
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#endif
-#endif
-#ifndef RUNNING_ON_VALGRIND
-#define RUNNING_ON_VALGRIND 0
-#endif
 
 #define MIB ((size_t)1 << 20)
 #define GRACE (32 * MIB)   /* FastMM5's grace amount, added once when the limit is first hit */

@@ -303,4 +303,14 @@ static inline uint64_t xorshift64(uint64_t *state)
     return x * 0x2545F4914F6CDD1DULL;
 }
 
+/* RUNNING_ON_VALGRIND: the suites that behave differently under Memcheck ask it. */
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
+
 #endif /* CHECK_SUITES_H */

@@ -27,14 +27,6 @@
 #include "check_suites.h"
 #include "helpers.h"
 
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#endif
-#endif
-#ifndef RUNNING_ON_VALGRIND
-#define RUNNING_ON_VALGRIND 0
-#endif
 
 /* Longer than any of the callers below compiles to, on every target and optimisation level. */
 #define CALLER_MAX_BYTES 512
