@@ -97,14 +97,37 @@ static const uintptr_t *frames_at(const debug_header_t *h, size_t user_size, boo
     const uintptr_t *f = fm_tracetab_frames(id, h->stack_depth);
     return f != NULL ? f : no_frames;
 }
+/* The ids of this thread's last stamped captures (fm_stack_capture_stamped): a loop that
+ * allocates from one place gets the same stamp every time, and its id without a look in the
+ * trace table. */
+#define KNOWN_TRACES 4u
+static __thread struct {
+    uint64_t stamp[KNOWN_TRACES];
+    uint32_t id[KNOWN_TRACES];
+    unsigned next;
+} known_traces __attribute__((tls_model("initial-exec")));
+
 /* A captured trace's id (no capture at depth 0). */
 static uint32_t capture_trace(unsigned depth)
 {
     if (depth == 0)
         return FM_TRACE_NONE;
     uintptr_t trace[MAX_DEPTH];
-    fm_stack_capture(trace, depth);
-    return fm_tracetab_intern(trace, depth);
+    uint64_t stamp;
+    unsigned n = fm_stack_capture_stamped(trace, depth, &stamp);
+    if (stamp != 0)
+        for (unsigned i = 0; i < KNOWN_TRACES; i++)
+            if (known_traces.stamp[i] == stamp)
+                return known_traces.id[i];
+    if (n < depth)
+        memset(trace + n, 0, (depth - n) * sizeof *trace);
+    uint32_t id = fm_tracetab_intern(trace, depth);
+    if (stamp != 0 && id != FM_TRACE_LOST) {
+        unsigned k = known_traces.next++ % KNOWN_TRACES;
+        known_traces.stamp[k] = stamp;
+        known_traces.id[k] = id;
+    }
+    return id;
 }
 
 /* The checksums are FastMM5's: all ones xor every 32-bit word of the range (the header's fields

@@ -71,13 +71,14 @@ static _Unwind_Reason_Code on_frame(struct _Unwind_Context *ctx, void *arg)
 }
 #endif
 
-/* Fills exactly `depth` entries; unused ones are 0 (written after the capture, past the frames
- * it found: the whole array zeroed first was a 160-byte memset per trace). */
-void fm_stack_capture(uintptr_t *out, unsigned depth)
+/* Fills out[0, n) and returns n <= depth. *stamp: equal non-zero stamps from one thread name
+ * equal traces (lib/unwind.c); 0 names nothing. */
+unsigned fm_stack_capture_stamped(uintptr_t *out, unsigned depth, uint64_t *stamp)
 {
     unsigned n = 0;
+    *stamp = 0;
     if (depth == 0 || capturing)
-        goto rest;
+        return 0;
     capturing = true;
     if (fm_load_acquire(&own_text_end) == 0)
         fm_stack_init();
@@ -89,7 +90,7 @@ void fm_stack_capture(uintptr_t *out, unsigned depth)
         n = depth;
     } else {
 #ifdef FM_HAVE_FAST_UNWIND
-        n = fm_unwind_capture(out, depth, fm_load_relaxed(&own_text_start), fm_load_relaxed(&own_text_end));
+        n = fm_unwind_capture(out, depth, fm_load_relaxed(&own_text_start), fm_load_relaxed(&own_text_end), stamp);
 #else
         capture_state_t c = {out, depth, 0};
         _Unwind_Backtrace(on_frame, &c);
@@ -97,7 +98,15 @@ void fm_stack_capture(uintptr_t *out, unsigned depth)
 #endif
     }
     capturing = false;
-rest:
+    return n;
+}
+
+/* Fills exactly `depth` entries; unused ones are 0 (written after the capture, past the frames
+ * it found: the whole array zeroed first was a 160-byte memset per trace). */
+void fm_stack_capture(uintptr_t *out, unsigned depth)
+{
+    uint64_t stamp;
+    unsigned n = fm_stack_capture_stamped(out, depth, &stamp);
     if (n < depth)
         memset(out + n, 0, (depth - n) * sizeof *out);
 }

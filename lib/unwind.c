@@ -24,6 +24,7 @@
 
 #include <fcntl.h>
 #include <link.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <string.h>
 #include <unistd.h>
@@ -44,7 +45,16 @@ enum { RULE_END = 0, RULE_RSP = 1, RULE_RBP = 2, RULE_OTHER = 3 };
 #define RULE_K(r) ((uintptr_t)((r) >> 7) * 8u)
 
 static uint64_t *table;
-static unsigned long seen_subs;
+static unsigned long seen_subs; /* dl_iterate_phdr's unload count when the table was last emptied */
+
+/* The unload epoch: moves at every unload this file hears of, from the table's check or from
+ * fm_unwind_note_unload (the library's dlclose, lib/dlclose.c). The recent rules and the
+ * replays are kept under one epoch. While told_of_unloads is set (the program's dlclose is the
+ * library's), a replay trusts the epoch instead of asking the loader: an object unloaded by the
+ * C library itself, never through dlclose (iconv's modules), is noticed at the next walk that
+ * is not a replay, in any thread. */
+static unsigned long epoch;
+static bool told_of_unloads;
 
 /*
  * dl_iterate_phdr holds the dynamic loader's lock while it runs, and a child of fork inherits
@@ -81,19 +91,92 @@ static __thread struct {
     uintptr_t lo, hi; /* the mapping that holds this thread's stack */
 } stack_range __attribute__((tls_model("initial-exec")));
 
-/* The rules of this thread's last two walks, frame by frame, in the table's format: a program
- * allocates and frees from the same places again and again, so the next walk mostly meets
- * the same code addresses at the same depths, and reads their rules from here, in order, instead
- * of from scattered table slots. Two, because allocations and frees alternate and their walks
+/*
+ * What a thread keeps of its own walks, in a page of its own (mapped at its first capture,
+ * unmapped at its exit: thread-local storage stays small, as a preloaded library's must).
+ *
+ * recent: the rules of the last two walks, frame by frame, in the table's format. A program
+ * allocates and frees from the same places again and again, so the next walk mostly meets the
+ * same code addresses at the same depths, and reads their rules from here, in order, instead of
+ * from scattered table slots. Two, because allocations and frees alternate and their walks
  * differ: through the library (their own frames, a different number of them, shift every frame
  * below) and at the call. A walk writes the set it was given and also looks in the other one.
- * `subs`: the unload count they were read under. */
+ *
+ * replay: whole walks, each as the list of stack words it read (where, relative to the stack
+ * pointer it started from, and what it found) and which of them it returned. A walk is a
+ * function of its starting registers, the words it reads and the rules of the addresses it
+ * meets; so a capture that starts at a recorded stack pointer (and base pointer, where the walk
+ * used the one it started with), under the same unload count, and finds every recorded word
+ * unchanged, would repeat the recorded walk exactly: it returns the recorded frames after one
+ * load and compare per word, with no rule to look up and no bound to check (the recorded reads
+ * all passed them). A loop that allocates from one place captures this way every time after
+ * the first. Each recording gets a new stamp, which the caller may use to name its result
+ * (lib/debug.c keeps the trace id of the last stamps it saw).
+ */
 #define RECENT 32
-static __thread struct {
-    uint64_t word[2][RECENT];
-    unsigned long subs;
-    unsigned next; /* the set the next walk writes */
-} recent __attribute__((tls_model("initial-exec")));
+#define REPLAYS 4
+#define REPLAY_READS 64
+#define RETURNED 1u   /* in replay_t.at: the value read was returned */
+#define UNUSED_BP 2u  /* in replay_t.at while recording: a saved rbp no rule has used yet */
+typedef struct replay {
+    uintptr_t sp, bp, stack_hi;   /* where the recorded walk started; the stack it stayed in */
+    uintptr_t own_lo, own_hi;     /* the frames it left out */
+    unsigned long epoch;          /* the unload epoch its rules were read under */
+    uint64_t stamp;               /* names its result; 0: no walk recorded here */
+    unsigned max, reads;
+    bool bp_used;                 /* a rule used the starting base pointer */
+    uint32_t at[REPLAY_READS];    /* each stack read: offset from sp, | RETURNED */
+    uintptr_t value[REPLAY_READS];
+} replay_t;
+
+typedef struct walk_memory {
+    uint64_t recent[2][RECENT];
+    unsigned long recent_epoch;   /* the unload epoch the recent rules were read under */
+    unsigned recent_next;         /* the set the next walk writes */
+    unsigned replay_next;         /* the record the next new walk replaces */
+    uint64_t stamps;              /* the last stamp handed out */
+    replay_t replay[REPLAYS];
+} walk_memory_t;
+
+#define MEMORY_BYTES ((sizeof(walk_memory_t) + 4095u) & ~(size_t)4095u)
+#define MEMORY_GONE ((walk_memory_t *)1) /* the thread is exiting: walk without */
+
+static __thread walk_memory_t *memory __attribute__((tls_model("initial-exec")));
+static pthread_key_t memory_key;
+static bool memory_key_made;
+
+static void memory_at_exit(void *m)
+{
+    memory = MEMORY_GONE;
+    munmap(m, MEMORY_BYTES);
+}
+
+/* pthread_key_create allocates nothing; called once, while the heap starts. */
+void fm_unwind_init_key(void)
+{
+    if (pthread_key_create(&memory_key, memory_at_exit) == 0)
+        fm_store_release(&memory_key_made, true);
+}
+
+/* This thread's walk memory, mapped on first use; NULL if there is none. */
+static walk_memory_t *walk_memory(void)
+{
+    walk_memory_t *m = memory;
+    if (FM_LIKELY(m != NULL))
+        return m == MEMORY_GONE ? NULL : m;
+    if (!fm_load_acquire(&memory_key_made))
+        return NULL; /* the heap has not started: walk without */
+    void *p = mmap(NULL, MEMORY_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL; /* tried again at the next capture */
+    if (pthread_setspecific(memory_key, p) != 0) {
+        munmap(p, MEMORY_BYTES);
+        memory = MEMORY_GONE;
+        return NULL;
+    }
+    memory = p;
+    return p;
+}
 
 /* ---- .eh_frame reading ---- */
 
@@ -492,22 +575,27 @@ static int read_subs(struct dl_phdr_info *info, size_t size, void *arg)
     return 1; /* the counters are the same in every object's record */
 }
 
-/* Empties the table if an object was unloaded since the last look; returns the unload count
- * (the last one seen while a fork is pending). */
+/* Empties the table if an object was unloaded since the last look; returns the unload epoch
+ * (the last one known while a fork is pending). */
 static unsigned long forget_unloaded(uint64_t *t)
 {
     unsigned long long subs = 0;
     if (!loader_enter())
-        return fm_load_relaxed(&seen_subs);
+        return fm_load_acquire(&epoch);
     dl_iterate_phdr(read_subs, &subs);
     loader_leave();
     if (subs != fm_load_relaxed(&seen_subs)) {
         for (unsigned i = 0; i < TABLE_SLOTS; i++)
             fm_store_relaxed(&t[i], 0);
         fm_store_relaxed(&seen_subs, (unsigned long)subs);
+        __atomic_add_fetch(&epoch, 1, __ATOMIC_ACQ_REL);
     }
-    return (unsigned long)subs;
+    return fm_load_acquire(&epoch);
 }
+
+void fm_unwind_note_unload(void) { __atomic_add_fetch(&epoch, 1, __ATOMIC_ACQ_REL); }
+
+void fm_unwind_trust_unload_notes(bool trust) { fm_store_release(&told_of_unloads, trust); }
 
 FM_INLINE unsigned slot_of(uintptr_t pc)
 {
@@ -631,24 +719,89 @@ static _Unwind_Reason_Code resume_frame(struct _Unwind_Context *ctx, void *arg)
     return c->n < c->max ? _URC_NO_REASON : _URC_END_OF_STACK;
 }
 
+/* The record of an earlier walk that this capture would repeat, its frames copied to out; NULL
+ * if none. */
+static const replay_t *replayed(const walk_memory_t *m, uintptr_t *out, unsigned max, uintptr_t sp, uintptr_t bp,
+                                uintptr_t own_lo, uintptr_t own_hi, unsigned long now, unsigned *n)
+{
+    for (unsigned i = 0; i < REPLAYS; i++) {
+        const replay_t *r = &m->replay[i];
+        if (r->sp != sp || r->stamp == 0 || r->max != max || r->epoch != now || r->stack_hi != stack_range.hi ||
+            r->own_lo != own_lo || r->own_hi != own_hi || (r->bp_used && r->bp != bp))
+            continue;
+        unsigned k = 0, reads = r->reads;
+        for (unsigned j = 0; j < reads; j++) {
+            uint32_t at = r->at[j];
+            uintptr_t v = *(const uintptr_t *)(sp + (at & ~RETURNED));
+            if (v != r->value[j])
+                goto next;
+            if (at & RETURNED)
+                out[k++] = v;
+        }
+        *n = k;
+        return r;
+    next:;
+    }
+    return NULL;
+}
+
+/* The record a new walk from sp goes to: the one it failed to repeat, or the next in turn. */
+static replay_t *record_for(walk_memory_t *m, uintptr_t sp)
+{
+    for (unsigned i = 0; i < REPLAYS; i++)
+        if (m->replay[i].sp == sp)
+            return &m->replay[i];
+    return &m->replay[m->replay_next++ % REPLAYS];
+}
+
 /* Fills out[0, max) with the return addresses outside [own_lo, own_hi), the caller's first;
  * returns how many. From the first frame it cannot unwind on, libgcc's unwinder goes on. */
-__attribute__((noinline)) unsigned fm_unwind_capture(uintptr_t *out, unsigned max, uintptr_t own_lo, uintptr_t own_hi)
+__attribute__((noinline)) unsigned fm_unwind_capture(uintptr_t *out, unsigned max, uintptr_t own_lo, uintptr_t own_hi,
+                                                     uint64_t *stamp)
 {
     uintptr_t ip, sp, bp;
     __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(ip), "=r"(sp), "=r"(bp));
     resume_t c = {out, max, 0, 0, 0, 0, false, own_lo, own_hi};
+    *stamp = 0;
     uint64_t *t = the_table();
     if (t == NULL || ((sp < stack_range.lo || sp >= stack_range.hi) && !find_stack(sp)))
         goto libgcc;
-    unsigned long subs = forget_unloaded(t);
-    if (recent.subs != subs) {
-        memset(recent.word, 0, sizeof recent.word);
-        recent.subs = subs;
+    walk_memory_t *m = walk_memory();
+    bool trusted = fm_load_acquire(&told_of_unloads);
+    unsigned long now = trusted ? fm_load_acquire(&epoch) : forget_unloaded(t);
+    replay_t *rec = NULL;
+    uint64_t *mine = NULL, *other = NULL;
+    if (m != NULL) {
+        const replay_t *r = replayed(m, out, max, sp, bp, own_lo, own_hi, now, &c.n);
+        if (r != NULL) {
+            *stamp = r->stamp;
+            return c.n;
+        }
     }
-    uint64_t *mine = recent.word[recent.next], *other = recent.word[recent.next ^ 1];
-    recent.next ^= 1;
-    uintptr_t lo = sp, hi = stack_range.hi;
+    if (trusted)
+        now = forget_unloaded(t); /* a walk asks the loader: the table may hold a gone object's rules */
+    if (m != NULL) {
+        if (m->recent_epoch != now) {
+            memset(m->recent, 0, sizeof m->recent);
+            m->recent_epoch = now;
+        }
+        mine = m->recent[m->recent_next];
+        other = m->recent[m->recent_next ^ 1];
+        m->recent_next ^= 1;
+        rec = record_for(m, sp);
+        rec->sp = sp;
+        rec->bp = bp;
+        rec->stack_hi = stack_range.hi;
+        rec->own_lo = own_lo;
+        rec->own_hi = own_hi;
+        rec->epoch = now;
+        rec->stamp = 0;
+        rec->max = max;
+        rec->bp_used = false;
+    }
+    unsigned reads = 0, bp_read = UINT32_MAX; /* the read bp's value came from */
+    bool bp_from_start = true; /* bp still holds the register's value at the start */
+    uintptr_t lo = sp, hi = stack_range.hi, sp0 = sp;
     uintptr_t pc = ip; /* the first frame's address is no return address: no - 1 */
     for (unsigned frame = 0; frame < WALK_LIMIT && c.n < max; frame++) {
         c.from = frame + 1; /* where libgcc would go on if this frame's rule is no simple one */
@@ -656,43 +809,76 @@ __attribute__((noinline)) unsigned fm_unwind_capture(uintptr_t *out, unsigned ma
         if (pc > PC_MASK)
             goto resume;
         uint32_t rule;
-        if (frame < RECENT && (mine[frame] & PC_MASK) == pc) {
+        if (mine != NULL && frame < RECENT && (mine[frame] & PC_MASK) == pc) {
             rule = (uint32_t)(mine[frame] >> PC_BITS);
-        } else if (frame < RECENT && (other[frame] & PC_MASK) == pc) {
+        } else if (mine != NULL && frame < RECENT && (other[frame] & PC_MASK) == pc) {
             rule = (uint32_t)(other[frame] >> PC_BITS);
             mine[frame] = other[frame];
         } else {
             rule = rule_at(t, pc);
-            if (frame < RECENT)
+            if (mine != NULL && frame < RECENT)
                 mine[frame] = pc | (uint64_t)rule << PC_BITS;
         }
         if (RULE_KIND(rule) == RULE_END)
-            return c.n;
+            break;
         if (RULE_KIND(rule) == RULE_OTHER)
             goto resume;
+        if (RULE_KIND(rule) == RULE_RBP && rec != NULL) {
+            if (bp_from_start)
+                rec->bp_used = true;
+            else if (bp_read < REPLAY_READS)
+                rec->at[bp_read] &= ~UNUSED_BP; /* a replay must find this saved rbp too */
+        }
         uintptr_t cfa = (RULE_KIND(rule) == RULE_RSP ? sp : bp) + RULE_K(rule);
         /* the CFA lies above this frame's stack pointer and inside the stack, with the return
          * address and the saved rbp below it */
         if (cfa <= sp || cfa < lo + 16 || cfa > hi || (cfa & 7) != 0)
-            return c.n;
+            break;
         uintptr_t ra = *(const uintptr_t *)(cfa - 8);
+        bool kept = ra >= 4096 && !(ra >= own_lo && ra < own_hi);
+        if (reads < REPLAY_READS && rec != NULL) {
+            rec->at[reads] = (uint32_t)(cfa - 8 - sp0) | (kept ? RETURNED : 0u);
+            rec->value[reads] = ra;
+        }
+        reads++;
         if (RULE_SLOT(rule) != 0) {
             uintptr_t at = cfa - 8u * RULE_SLOT(rule);
             if (at < sp)
-                return c.n;
+                break;
             bp = *(const uintptr_t *)at;
+            bp_from_start = false;
+            bp_read = reads;
+            if (reads < REPLAY_READS && rec != NULL) {
+                rec->at[reads] = (uint32_t)(at - sp0) | UNUSED_BP;
+                rec->value[reads] = bp;
+            }
+            reads++;
         }
         sp = cfa;
         if (ra < 4096)
-            return c.n;
+            break;
         ip = ra;
         pc = ra - 1; /* inside the call instruction: the rule of the call, not of what follows */
-        if (ip >= own_lo && ip < own_hi)
-            continue;
-        out[c.n++] = ip;
+        if (kept)
+            out[c.n++] = ip;
+    }
+    /* a walk whose reads all fit, over a stack smaller than 4 GiB, is kept for replay */
+    if (rec != NULL && reads <= REPLAY_READS && hi - sp0 <= UINT32_MAX && (sp0 & 7) == 0) {
+        unsigned kept_reads = 0; /* a saved rbp no rule used does not decide the walk: not checked */
+        for (unsigned i = 0; i < reads; i++) {
+            if (rec->at[i] & UNUSED_BP)
+                continue;
+            rec->at[kept_reads] = rec->at[i];
+            rec->value[kept_reads++] = rec->value[i];
+        }
+        rec->reads = kept_reads;
+        rec->stamp = ++m->stamps;
+        *stamp = rec->stamp;
     }
     return c.n;
 resume:
+    if (rec != NULL)
+        rec->stamp = 0;
     _Unwind_Backtrace(resume_frame, &c);
     if (!c.lost)
         return c.n;
@@ -707,6 +893,9 @@ libgcc:
 
 #else
 
+void fm_unwind_init_key(void) {}
+void fm_unwind_note_unload(void) {}
+void fm_unwind_trust_unload_notes(bool trust) { (void)trust; }
 FM_EVERY_PROCESS void fm_unwind_fork_prepare(void) {}
 FM_EVERY_PROCESS void fm_unwind_fork_done(void) {}
 

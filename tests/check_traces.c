@@ -423,6 +423,64 @@ START_TEST(test_trace_after_dlclose)
 }
 END_TEST
 
+/* Two callers alike enough that the allocation under them runs at the same stack pointer: a
+ * capture that repeated an earlier walk (lib/unwind.c replays them) without finding every
+ * stack word it read unchanged would give one caller's trace to the other. */
+NOINLINE static void *via_first(void)
+{
+    void *p = chain(2);
+    sink = p;
+    return p;
+}
+
+NOINLINE static void *via_second(void)
+{
+    void *p = chain(2);
+    sink = NULL;
+    sink = p;
+    return p;
+}
+
+START_TEST(test_trace_replayed_walks)
+{
+    for (int round = 0; round < 4; round++) {
+        void *p = via_first();
+        expect_same_as_backtrace(p, "via_first");
+        free(p);
+        p = via_second();
+        expect_same_as_backtrace(p, "via_second");
+        free(p);
+        p = chain(round * 3);
+        expect_same_as_backtrace(p, "chain");
+        free(p);
+    }
+}
+END_TEST
+
+/* The library's dlclose (lib/dlclose.c) is the one the program calls, and does what the C
+ * library's does: the object is unloaded, and later traces are right. */
+START_TEST(test_dlclose_passes_through)
+{
+    Dl_info at;
+    void *fn = dlsym(RTLD_DEFAULT, "dlclose");
+    REQUIRE(fn != NULL && dladdr(fn, &at) != 0 && at.dli_fname != NULL && strstr(at.dli_fname, "libfastmm5") != NULL,
+            "dlclose is not libfastmm5's: %s", fn != NULL && dladdr(fn, &at) && at.dli_fname ? at.dli_fname : "?");
+    const char *name = "libz.so.1";
+    void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        name = "libm.so.6";
+        lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    }
+    REQUIRE(lib != NULL, "no library to dlopen: %s", dlerror());
+    REQUIRE(dlclose(lib) == 0, "dlclose failed: %s", dlerror());
+    if (strcmp(name, "libz.so.1") == 0)
+        REQUIRE(dlopen(name, RTLD_NOW | RTLD_NOLOAD) == NULL, "%s is still loaded after dlclose", name);
+    void *p = chain(4);
+    expect_same_as_backtrace(p, "after dlclose");
+    free(p);
+}
+END_TEST
+
 /* With the symbolizer built here (FM_TEST_SYMBOLIZER, set by make check), a report names the
  * static function of this program that made the call (no -rdynamic: only .symtab has it) and
  * the file and line of the call. */
@@ -659,6 +717,8 @@ Suite *suite_traces(void)
     tcase_add_test(tc, test_trace_signal_frame);
     tcase_add_test(tc, test_trace_thread_and_fork);
     tcase_add_test(tc, test_trace_after_dlclose);
+    tcase_add_test(tc, test_trace_replayed_walks);
+    tcase_add_test(tc, test_dlclose_passes_through);
     tcase_add_test(tc, test_trace_file_and_line);
     suite_add_tcase(s, tc);
     tc = tcase_create("stored once");

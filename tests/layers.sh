@@ -61,6 +61,7 @@ operators     6     C++ operators
 verbose       6     the FASTMM5_VERBOSE listing (reads debug, tuning and kernel state)
 init          7     constructor, atexit, atfork
 override      7     the libc names (malloc, free, ...)
+dlclose       7     dlclose, which tells the stack-trace capture of unloads
 '
 
 # No exception to the order: the list stays for an edge that must be allowed for a reason
