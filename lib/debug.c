@@ -114,11 +114,14 @@ static uint32_t capture_trace(unsigned depth)
         return FM_TRACE_NONE;
     uintptr_t trace[MAX_DEPTH];
     uint64_t stamp;
-    unsigned n = fm_stack_capture_stamped(trace, depth, &stamp);
+    const uintptr_t *where;
+    unsigned n = fm_stack_capture_stamped(trace, depth, &stamp, &where);
     if (stamp != 0)
         for (unsigned i = 0; i < KNOWN_TRACES; i++)
             if (known_traces.stamp[i] == stamp)
                 return known_traces.id[i];
+    if (where != trace)
+        memcpy(trace, where, n * sizeof *trace);
     if (n < depth)
         memset(trace + n, 0, (depth - n) * sizeof *trace);
     uint32_t id = fm_tracetab_intern(trace, depth);

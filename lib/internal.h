@@ -403,7 +403,7 @@ void fm_delete_slow(void *p, size_t size, size_t alignment, unsigned how);
 /* ---- stacktrace.c ---- */
 void fm_stack_init(void);
 void fm_stack_capture(uintptr_t *out, unsigned depth);
-unsigned fm_stack_capture_stamped(uintptr_t *out, unsigned depth, uint64_t *stamp); /* no zeros after */
+unsigned fm_stack_capture_stamped(uintptr_t *out, unsigned depth, uint64_t *stamp, const uintptr_t **where);
 void fm_stack_format(fm_report_t *r, const uintptr_t *trace, unsigned depth);
 /* The current call's stack, captured before a report's lock is taken, printed inside it. */
 #define FM_STACK_CURRENT_DEPTH 20u
@@ -439,8 +439,10 @@ void fm_unwind_note_unload(void); /* an object was unloaded (lib/dlclose.c) */
 void fm_unwind_trust_unload_notes(bool trust);
 #if defined(__x86_64__) && defined(__linux__)
 #define FM_HAVE_FAST_UNWIND 1
-/* *stamp: names the frames returned (equal stamps, equal frames; per thread), 0 if unnamed */
-unsigned fm_unwind_capture(uintptr_t *out, unsigned max, uintptr_t own_lo, uintptr_t own_hi, uint64_t *stamp);
+/* *stamp: names the frames returned (equal stamps, equal frames; per thread), 0 if unnamed;
+ * *where: out, or this thread's copy of them (valid until its next capture) */
+unsigned fm_unwind_capture(uintptr_t *out, unsigned max, uintptr_t own_lo, uintptr_t own_hi, uint64_t *stamp,
+                           const uintptr_t **where);
 #endif
 void fm_stack_report_current(fm_report_t *r, const fm_stack_current_t *cur);
 

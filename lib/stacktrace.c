@@ -71,12 +71,14 @@ static _Unwind_Reason_Code on_frame(struct _Unwind_Context *ctx, void *arg)
 }
 #endif
 
-/* Fills out[0, n) and returns n <= depth. *stamp: equal non-zero stamps from one thread name
- * equal traces (lib/unwind.c); 0 names nothing. */
-unsigned fm_stack_capture_stamped(uintptr_t *out, unsigned depth, uint64_t *stamp)
+/* Captures n <= depth frames and returns n; they are at *where: out, or this thread's copy of
+ * them in lib/unwind.c (valid until its next capture). *stamp: equal non-zero stamps from one
+ * thread name equal traces; 0 names nothing. No zeros are written past the frames. */
+unsigned fm_stack_capture_stamped(uintptr_t *out, unsigned depth, uint64_t *stamp, const uintptr_t **where)
 {
     unsigned n = 0;
     *stamp = 0;
+    *where = out;
     if (depth == 0 || capturing)
         return 0;
     capturing = true;
@@ -90,7 +92,7 @@ unsigned fm_stack_capture_stamped(uintptr_t *out, unsigned depth, uint64_t *stam
         n = depth;
     } else {
 #ifdef FM_HAVE_FAST_UNWIND
-        n = fm_unwind_capture(out, depth, fm_load_relaxed(&own_text_start), fm_load_relaxed(&own_text_end), stamp);
+        n = fm_unwind_capture(out, depth, fm_load_relaxed(&own_text_start), fm_load_relaxed(&own_text_end), stamp, where);
 #else
         capture_state_t c = {out, depth, 0};
         _Unwind_Backtrace(on_frame, &c);
@@ -106,7 +108,10 @@ unsigned fm_stack_capture_stamped(uintptr_t *out, unsigned depth, uint64_t *stam
 void fm_stack_capture(uintptr_t *out, unsigned depth)
 {
     uint64_t stamp;
-    unsigned n = fm_stack_capture_stamped(out, depth, &stamp);
+    const uintptr_t *where;
+    unsigned n = fm_stack_capture_stamped(out, depth, &stamp, &where);
+    if (where != out)
+        memcpy(out, where, n * sizeof *out);
     if (n < depth)
         memset(out + n, 0, (depth - n) * sizeof *out);
 }

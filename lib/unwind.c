@@ -116,17 +116,17 @@ static __thread struct {
 #define RECENT 32
 #define REPLAYS 4
 #define REPLAY_READS 64
-#define RETURNED 1u   /* in replay_t.at: the value read was returned */
-#define UNUSED_BP 2u  /* in replay_t.at while recording: a saved rbp no rule has used yet */
+#define UNUSED_BP 1u  /* in replay_t.at while recording: a saved rbp no rule has used yet */
 typedef struct replay {
     uintptr_t sp, bp, stack_hi;   /* where the recorded walk started; the stack it stayed in */
     uintptr_t own_lo, own_hi;     /* the frames it left out */
     unsigned long epoch;          /* the unload epoch its rules were read under */
     uint64_t stamp;               /* names its result; 0: no walk recorded here */
-    unsigned max, reads;
+    unsigned max, reads, frames;
     bool bp_used;                 /* a rule used the starting base pointer */
-    uint32_t at[REPLAY_READS];    /* each stack read: offset from sp, | RETURNED */
+    uint32_t at[REPLAY_READS];    /* each stack read: its offset from sp */
     uintptr_t value[REPLAY_READS];
+    uintptr_t frame[REPLAY_READS]; /* what the walk returned */
 } replay_t;
 
 typedef struct walk_memory {
@@ -719,28 +719,26 @@ static _Unwind_Reason_Code resume_frame(struct _Unwind_Context *ctx, void *arg)
     return c->n < c->max ? _URC_NO_REASON : _URC_END_OF_STACK;
 }
 
-/* The record of an earlier walk that this capture would repeat, its frames copied to out; NULL
- * if none. */
-static const replay_t *replayed(const walk_memory_t *m, uintptr_t *out, unsigned max, uintptr_t sp, uintptr_t bp,
-                                uintptr_t own_lo, uintptr_t own_hi, unsigned long now, unsigned *n)
+/* The record of an earlier walk that this capture would repeat; NULL if none. */
+static const replay_t *replayed(const walk_memory_t *m, unsigned max, uintptr_t sp, uintptr_t bp, uintptr_t own_lo,
+                                uintptr_t own_hi, unsigned long now)
 {
     for (unsigned i = 0; i < REPLAYS; i++) {
         const replay_t *r = &m->replay[i];
         if (r->sp != sp || r->stamp == 0 || r->max != max || r->epoch != now || r->stack_hi != stack_range.hi ||
             r->own_lo != own_lo || r->own_hi != own_hi || (r->bp_used && r->bp != bp))
             continue;
-        unsigned k = 0, reads = r->reads;
-        for (unsigned j = 0; j < reads; j++) {
-            uint32_t at = r->at[j];
-            uintptr_t v = *(const uintptr_t *)(sp + (at & ~RETURNED));
-            if (v != r->value[j])
-                goto next;
-            if (at & RETURNED)
-                out[k++] = v;
+        /* every word compared before any verdict, in two lanes: no branch per word */
+        uintptr_t differ = 0, differ2 = 0;
+        unsigned j = 0, reads = r->reads;
+        for (; j + 2 <= reads; j += 2) {
+            differ |= *(const uintptr_t *)(sp + r->at[j]) ^ r->value[j];
+            differ2 |= *(const uintptr_t *)(sp + r->at[j + 1]) ^ r->value[j + 1];
         }
-        *n = k;
-        return r;
-    next:;
+        if (j < reads)
+            differ |= *(const uintptr_t *)(sp + r->at[j]) ^ r->value[j];
+        if ((differ | differ2) == 0)
+            return r;
     }
     return NULL;
 }
@@ -754,15 +752,18 @@ static replay_t *record_for(walk_memory_t *m, uintptr_t sp)
     return &m->replay[m->replay_next++ % REPLAYS];
 }
 
-/* Fills out[0, max) with the return addresses outside [own_lo, own_hi), the caller's first;
- * returns how many. From the first frame it cannot unwind on, libgcc's unwinder goes on. */
+/* The return addresses outside [own_lo, own_hi), the caller's first: at most max of them, in
+ * out, or (*where says) in this thread's record of the walk that this one repeats, valid until
+ * its next capture; returns how many. From the first frame it cannot unwind on, libgcc's
+ * unwinder goes on. */
 __attribute__((noinline)) unsigned fm_unwind_capture(uintptr_t *out, unsigned max, uintptr_t own_lo, uintptr_t own_hi,
-                                                     uint64_t *stamp)
+                                                     uint64_t *stamp, const uintptr_t **where)
 {
     uintptr_t ip, sp, bp;
     __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(ip), "=r"(sp), "=r"(bp));
-    resume_t c = {out, max, 0, 0, 0, 0, false, own_lo, own_hi};
     *stamp = 0;
+    *where = out;
+    resume_t c = {out, max, 0, 0, 0, 0, false, own_lo, own_hi};
     uint64_t *t = the_table();
     if (t == NULL || ((sp < stack_range.lo || sp >= stack_range.hi) && !find_stack(sp)))
         goto libgcc;
@@ -772,10 +773,11 @@ __attribute__((noinline)) unsigned fm_unwind_capture(uintptr_t *out, unsigned ma
     replay_t *rec = NULL;
     uint64_t *mine = NULL, *other = NULL;
     if (m != NULL) {
-        const replay_t *r = replayed(m, out, max, sp, bp, own_lo, own_hi, now, &c.n);
+        const replay_t *r = replayed(m, max, sp, bp, own_lo, own_hi, now);
         if (r != NULL) {
             *stamp = r->stamp;
-            return c.n;
+            *where = r->frame;
+            return r->frames;
         }
     }
     if (trusted)
@@ -837,7 +839,7 @@ __attribute__((noinline)) unsigned fm_unwind_capture(uintptr_t *out, unsigned ma
         uintptr_t ra = *(const uintptr_t *)(cfa - 8);
         bool kept = ra >= 4096 && !(ra >= own_lo && ra < own_hi);
         if (reads < REPLAY_READS && rec != NULL) {
-            rec->at[reads] = (uint32_t)(cfa - 8 - sp0) | (kept ? RETURNED : 0u);
+            rec->at[reads] = (uint32_t)(cfa - 8 - sp0);
             rec->value[reads] = ra;
         }
         reads++;
@@ -863,7 +865,7 @@ __attribute__((noinline)) unsigned fm_unwind_capture(uintptr_t *out, unsigned ma
             out[c.n++] = ip;
     }
     /* a walk whose reads all fit, over a stack smaller than 4 GiB, is kept for replay */
-    if (rec != NULL && reads <= REPLAY_READS && hi - sp0 <= UINT32_MAX && (sp0 & 7) == 0) {
+    if (rec != NULL && reads <= REPLAY_READS && c.n <= REPLAY_READS && hi - sp0 <= UINT32_MAX) {
         unsigned kept_reads = 0; /* a saved rbp no rule used does not decide the walk: not checked */
         for (unsigned i = 0; i < reads; i++) {
             if (rec->at[i] & UNUSED_BP)
@@ -872,6 +874,8 @@ __attribute__((noinline)) unsigned fm_unwind_capture(uintptr_t *out, unsigned ma
             rec->value[kept_reads++] = rec->value[i];
         }
         rec->reads = kept_reads;
+        rec->frames = c.n;
+        memcpy(rec->frame, out, c.n * sizeof *out);
         rec->stamp = ++m->stamps;
         *stamp = rec->stamp;
     }
