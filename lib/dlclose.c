@@ -7,7 +7,7 @@
  * C library, or another library that exports it too), the capture is not told to trust the
  * notes and asks the loader at every capture.
  */
-#define _GNU_SOURCE 1 /* RTLD_NEXT, RTLD_DEFAULT */
+#define _GNU_SOURCE 1 /* RTLD_NEXT */
 #include "internal.h"
 
 #include <dlfcn.h>
@@ -31,8 +31,11 @@ static int fm_dlclose(void *handle)
 
 FM_EXPORT int dlclose(void *handle) __attribute__((alias("fm_dlclose")));
 
-/* Whether the program's calls reach fm_dlclose: looked up once, before main. */
+/* Whether the program's calls reach fm_dlclose. dlclose is exported and may be interposed, so
+ * its address here is read from the global offset table, as the dynamic loader resolved it for
+ * the whole process: fm_dlclose's own address only if this definition won. */
 __attribute__((constructor)) static void check_dlclose_is_ours(void)
 {
-    fm_unwind_trust_unload_notes(dlsym(RTLD_DEFAULT, "dlclose") == (void *)fm_dlclose);
+    int (*volatile resolved)(void *) = dlclose;
+    fm_unwind_trust_unload_notes(resolved == fm_dlclose);
 }
