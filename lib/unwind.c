@@ -134,6 +134,7 @@ typedef struct walk_memory {
     unsigned long recent_epoch;   /* the unload epoch the recent rules were read under */
     unsigned recent_next;         /* the set the next walk writes */
     unsigned replay_next;         /* the record the next new walk replaces */
+    unsigned handed_out;          /* the record whose frames the last replay handed out */
     uint64_t stamps;              /* the last stamp handed out */
     replay_t replay[REPLAYS];
 } walk_memory_t;
@@ -743,13 +744,18 @@ static const replay_t *replayed(const walk_memory_t *m, unsigned max, uintptr_t 
     return NULL;
 }
 
-/* The record a new walk from sp goes to: the one it failed to repeat, or the next in turn. */
+/* The record a new walk from sp goes to: the one it failed to repeat, or the next in turn but
+ * never the one whose frames the last replay handed out (a signal handler that allocates could
+ * otherwise record over them before the interrupted caller has read them). */
 static replay_t *record_for(walk_memory_t *m, uintptr_t sp)
 {
     for (unsigned i = 0; i < REPLAYS; i++)
         if (m->replay[i].sp == sp)
             return &m->replay[i];
-    return &m->replay[m->replay_next++ % REPLAYS];
+    unsigned i = m->replay_next++ % REPLAYS;
+    if (i == m->handed_out)
+        i = m->replay_next++ % REPLAYS;
+    return &m->replay[i];
 }
 
 /* The return addresses outside [own_lo, own_hi), the caller's first: at most max of them, in
@@ -777,6 +783,7 @@ __attribute__((noinline)) unsigned fm_unwind_capture(uintptr_t *out, unsigned ma
         if (r != NULL) {
             *stamp = r->stamp;
             *where = r->frame;
+            m->handed_out = (unsigned)(r - m->replay);
             return r->frames;
         }
     }
