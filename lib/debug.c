@@ -127,8 +127,11 @@ static uint32_t capture_trace(unsigned depth)
     uint32_t id = fm_tracetab_intern(trace, depth);
     if (stamp != 0 && id != FM_TRACE_LOST) {
         unsigned k = known_traces.next++ % KNOWN_TRACES;
-        known_traces.stamp[k] = stamp;
+        known_traces.stamp[k] = 0; /* a signal handler's capture in between finds no half entry */
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
         known_traces.id[k] = id;
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        known_traces.stamp[k] = stamp;
     }
     return id;
 }
