@@ -75,8 +75,6 @@ static fm_guard_region_t *new_region(int cls, uint32_t slots, size_t slot_data)
     r->first_slot = map + head;
     r->stride = stride;
     r->slot_data = slot_data;
-    for (uint32_t i = 0; i < slots; i++)
-        r->block[i].region = r;
     fm_store_release(&r->self, r);
     if (!fm_pagemap_register(map, map_size, r, FM_REGION_GUARD)) {
         fm_os_unmap(map, map_size);
@@ -113,9 +111,14 @@ static fm_guard_block_t *pop_oldest(slot_class_t *c)
     return g;
 }
 
+/* The region's next never-used slot; its table entry is touched only now. */
 static fm_guard_block_t *take_fresh(fm_guard_region_t *r)
 {
-    return r != NULL && r->used < r->slots ? &r->block[r->used++] : NULL;
+    if (r == NULL || r->used == r->slots)
+        return NULL;
+    fm_guard_block_t *g = &r->block[r->used++];
+    g->region = r;
+    return g;
 }
 
 /* A class slot, under the lock. */
