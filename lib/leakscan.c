@@ -802,9 +802,9 @@ static void mark_outside(marker_t *m, uintptr_t lo, uintptr_t hi, const range_t 
     mark_resident(m, lo, hi);
 }
 
-/* Whether the chunk at `at` holds blocks the walk visits. A guarded block's mapping (guard.c)
- * is not one: its readable pages (a live block, its metadata) are scanned as roots, so what it
- * points to is reachable, and the block itself is never reported. */
+/* Whether the chunk at `at` holds blocks the walk visits. A region of guarded slots
+ * (guardslot.c) is not one: its readable pages (live blocks, the slot table) are scanned as
+ * roots, so what they point to is reachable, and the blocks themselves are never reported. */
 static bool heap_chunk(uintptr_t at)
 {
     uintptr_t entry = fm_pagemap_lookup((const void *)at);
