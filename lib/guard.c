@@ -255,8 +255,8 @@ void fm_guard_free(void *p, const char *operation)
 }
 
 /* the fork handlers (init.c) run these in every process that forks: FM_EVERY_PROCESS */
-FM_EVERY_PROCESS void fm_guard_fork_lock(void) { fm_guard_slot_fork_lock(); }
-FM_EVERY_PROCESS void fm_guard_fork_unlock(void) { fm_guard_slot_fork_unlock(); }
+FM_EVERY_PROCESS void fm_guard_fork_lock(void) { fm_guard_slots_lock(); }
+FM_EVERY_PROCESS void fm_guard_fork_unlock(void) { fm_guard_slots_unlock(); }
 
 size_t fm_guard_usable(const void *p)
 {

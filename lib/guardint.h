@@ -48,6 +48,7 @@ typedef struct fm_guard_region {
     char *first_slot;             /* slot i: first_slot + i * stride */
     size_t stride;                /* page + slot_data + page */
     size_t slot_data;
+    struct fm_guard_region *prev, *next; /* guardslot.c's list of regions, under its lock */
     fm_guard_block_t block[];
 } fm_guard_region_t;
 
@@ -74,7 +75,5 @@ fm_guard_block_t *fm_guard_slot_take(size_t size);
 void fm_guard_slot_release(fm_guard_block_t *g);
 /* A freed block (state FREED, its pages no-access): into the address quarantine. */
 void fm_guard_slot_quarantine(fm_guard_block_t *g);
-void fm_guard_slot_fork_lock(void);
-void fm_guard_slot_fork_unlock(void);
 
 #endif

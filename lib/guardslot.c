@@ -18,8 +18,9 @@
  * the largest class gets a region of one slot of its own, unmapped when it leaves a quarantine
  * bounded by count and by address space.
  *
- * One lock covers the choice of a slot and the FIFOs; the system calls on a block's pages run
- * outside it (a new region is mapped under it, a few times in a process's life).
+ * One lock covers the choice of a slot, the FIFOs and the list of regions (which the leak scan
+ * walks, holding the lock); the system calls on a block's pages run outside it (a new region
+ * is mapped under it, a few times in a process's life).
  */
 #include "internal.h"
 #include "guardint.h"
@@ -38,6 +39,7 @@ typedef struct slot_class {
 } slot_class_t;
 
 static fm_lock_t lock;
+static fm_guard_region_t *regions; /* every mapped region, newest first (for the leak scan) */
 static bool sampled;
 static slot_class_t classes[CLASSES];
 static fm_guard_block_t *one_off_oldest, *one_off_newest;
@@ -81,6 +83,26 @@ static fm_guard_region_t *new_region(int cls, uint32_t slots, size_t slot_data)
         return NULL;
     }
     return r;
+}
+
+/* Under the lock. */
+static void link_region(fm_guard_region_t *r)
+{
+    r->prev = NULL;
+    r->next = regions;
+    if (regions != NULL)
+        regions->prev = r;
+    regions = r;
+}
+
+static void unlink_region(fm_guard_region_t *r)
+{
+    if (r->prev != NULL)
+        r->prev->next = r->next;
+    else
+        regions = r->next;
+    if (r->next != NULL)
+        r->next->prev = r->prev;
 }
 
 fm_guard_block_t *fm_guard_block_of(const void *p)
@@ -127,8 +149,8 @@ static fm_guard_block_t *take_locked(unsigned k)
     slot_class_t *c = &classes[k];
     size_t slot_data = page() << k;
     if (sampled) {
-        if (c->fresh == NULL)
-            c->fresh = new_region((int)k, at_least(SLOTS_SAMPLED, k, 16), slot_data);
+        if (c->fresh == NULL && (c->fresh = new_region((int)k, at_least(SLOTS_SAMPLED, k, 16), slot_data)) != NULL)
+            link_region(c->fresh);
         fm_guard_block_t *g = take_fresh(c->fresh);
         return g != NULL ? g : pop_oldest(c);
     }
@@ -138,7 +160,7 @@ static fm_guard_block_t *take_locked(unsigned k)
     if (g == NULL) {
         fm_guard_region_t *r = new_region((int)k, at_least(SLOTS_ALL, k, 16), slot_data);
         if (r != NULL)
-            c->fresh = r;
+            link_region(c->fresh = r);
         g = take_fresh(r);
     }
     return g != NULL ? g : pop_oldest(c); /* no new region: a freed slot rather than none */
@@ -169,6 +191,9 @@ fm_guard_block_t *fm_guard_slot_take(size_t size)
         return NULL;
     g = take_fresh(r);
     fm_store_relaxed(&g->state, FM_GUARD_SETUP);
+    fm_lock_wait(&lock);
+    link_region(r);
+    fm_lock_release(&lock);
     return g;
 }
 
@@ -198,6 +223,7 @@ static fm_guard_block_t *one_off_locked(fm_guard_block_t *g)
             one_off_newest = NULL;
         one_off_count--;
         one_off_bytes -= e->region->map_size;
+        unlink_region(e->region);
         e->next = out;
         out = e;
     }
@@ -231,12 +257,34 @@ void fm_guard_slot_quarantine(fm_guard_block_t *g)
 void fm_guard_slot_release(fm_guard_block_t *g)
 {
     fm_store_release(&g->state, FM_GUARD_UNUSED);
-    if (g->region->cls == FM_GUARD_ONE_OFF)
+    if (g->region->cls == FM_GUARD_ONE_OFF) {
+        fm_lock_wait(&lock);
+        unlink_region(g->region);
+        fm_lock_release(&lock);
         unmap_region(g->region);
-    else
+    } else {
         fm_guard_slot_quarantine(g);
+    }
 }
 
-/* the fork handlers (init.c) run these in every process that forks: FM_EVERY_PROCESS */
-FM_EVERY_PROCESS void fm_guard_slot_fork_lock(void) { fm_lock_wait(&lock); }
-FM_EVERY_PROCESS void fm_guard_slot_fork_unlock(void) { fm_lock_release(&lock); }
+void fm_guard_walk_live(void (*visit)(const void *user, size_t size, void *arg), void *arg)
+{
+    for (const fm_guard_region_t *r = regions; r != NULL; r = r->next)
+        for (uint32_t i = 0; i < r->used; i++)
+            if (fm_load_acquire(&r->block[i].state) == FM_GUARD_LIVE)
+                visit(r->block[i].user, r->block[i].size, arg);
+}
+
+bool fm_guard_live_trace(const void *user, uint32_t *trace_id, unsigned *depth)
+{
+    const fm_guard_block_t *g = fm_guard_block_of(user);
+    if (g == NULL || g->user != user || fm_load_acquire(&g->state) != FM_GUARD_LIVE)
+        return false;
+    *trace_id = g->allocation_trace;
+    *depth = g->depth;
+    return true;
+}
+
+/* the fork handlers (init.c) and the leak scan hold it across: FM_EVERY_PROCESS */
+FM_EVERY_PROCESS void fm_guard_slots_lock(void) { fm_lock_wait(&lock); }
+FM_EVERY_PROCESS void fm_guard_slots_unlock(void) { fm_lock_release(&lock); }

@@ -227,6 +227,53 @@ static int scenario_slot_return(void)
     return 0;
 }
 
+/* A guarded block whose last pointer is gone is reported by the leak check like any other:
+ * definitely lost, in a record of its own whose first block it is, with its allocation stack. */
+#define MASK ((uintptr_t)0xa5a5a5a5a5a5a5a5u)
+static uintptr_t hidden_lost; /* the block's address ^ MASK: not a pointer to it */
+static int lost_records;
+
+static void on_leak(const fastmm_event_t *event, void *user)
+{
+    (void)user;
+    if (event->type != FASTMM_EVENT_LEAK_DETAIL || (uintptr_t)event->block != (hidden_lost ^ MASK))
+        return;
+    lost_records++;
+    char line[96];
+    int n = snprintf(line, sizeof line, "LOST kind %d, %zu bytes in %zu block(s)\n", (int)event->leak_kind,
+                     event->size, event->leak_blocks); /* no allocation */
+    ssize_t w = write(1, line, (size_t)n);
+    (void)w;
+}
+
+static __attribute__((noinline)) bool plant_lost(void)
+{
+    char *p = malloc(112);
+    memset(p, 7, 112);
+    hidden_lost = (uintptr_t)p ^ MASK;
+    return guarded(p, 112);
+}
+
+/* Overwrites the stack below the caller, where plant_lost kept its pointer. */
+static __attribute__((noinline)) void clobber_stack(void)
+{
+    volatile char buf[32768];
+    for (size_t i = 0; i < sizeof buf; i++)
+        buf[i] = 0;
+    escape((const void *)buf);
+}
+
+static int scenario_leak(void)
+{
+    if (!plant_lost())
+        return 50; /* not a guarded block */
+    clobber_stack();
+    fastmm_set_event_handler(on_leak, NULL);
+    fastmm_leak_check();
+    printf("RECORDS %d (definitely lost is %d)\n", lost_records, (int)FASTMM_LEAK_DEFINITELY_LOST);
+    return 0;
+}
+
 /* FASTMM5_QUARANTINE=4M, debug mode: a freed block is not handed out again at once, and a
  * stale write into it is found by the scan (or when it leaves the quarantine, or by a fault in
  * a large one), while the new block is untouched. */
@@ -285,6 +332,8 @@ int guard_scenario(const char *name)
         return scenario_correct();
     } else if (strcmp(name, "sampled") == 0) {
         return scenario_sampled();
+    } else if (strcmp(name, "leak") == 0) {
+        return scenario_leak();
     } else if (strcmp(name, "exhausted") == 0) {
         return scenario_exhausted();
     } else if (strcmp(name, "slot-reused") == 0) {
@@ -481,6 +530,21 @@ START_TEST(freed_slot_waits_in_quarantine)
 }
 END_TEST
 
+START_TEST(lost_guarded_block_reported)
+{
+    char lost[64], records[64];
+    run("all", false, "leak");
+    snprintf(lost, sizeof lost, "LOST kind %d, 112 bytes in 1 block(s)\n", (int)FASTMM_LEAK_DEFINITELY_LOST);
+    snprintf(records, sizeof records, "RECORDS 1 (definitely lost is %d)\n", (int)FASTMM_LEAK_DEFINITELY_LOST);
+    ck_assert_msg(WIFEXITED(out.status) && WEXITSTATUS(out.status) == 0 && strstr(out.text, lost) &&
+                      strstr(out.text, records),
+                  "status %#x:\n%s", out.status, out.text);
+    ck_assert_msg(strstr(out.text, "112 bytes in 1 block is definitely lost") != NULL &&
+                      strstr(out.text, "is a guarded block (FASTMM5_GUARD); allocated at:") != NULL,
+                  "%s", out.text);
+}
+END_TEST
+
 START_TEST(quarantine_keeps_freed_blocks)
 {
     quarantine = "4M";
@@ -519,6 +583,7 @@ Suite *suite_guard(void)
         tcase_add_test(tc, exhausted_slots_fall_back);
         tcase_add_test(tc, reused_slot_stale_pointer_faults);
         tcase_add_test(tc, freed_slot_waits_in_quarantine);
+        tcase_add_test(tc, lost_guarded_block_reported);
         tcase_add_test(tc, quarantine_keeps_freed_blocks);
     }
     suite_add_tcase(s, tc);
