@@ -1,9 +1,10 @@
 /*
  * guard.c - guarded allocations (FASTMM5_GUARD=all|overflow|underflow|sample:N), the model being
- * Electric Fence, DUMA and GWP-ASan: a guarded block gets a mapping of its own,
+ * Electric Fence, DUMA and GWP-ASan: a guarded block gets a slot (guardslot.c) between no-access
+ * pages,
  *
- *   | metadata page | no access | data pages ........ [block] | no access ... |   (overflow)
- *   | metadata page | no access | [block] ........ data pages | no access ... |   (underflow)
+ *   | no access | no access ... data pages ........ [block] | no access |   (overflow)
+ *   | no access | [block] ........ data pages ... no access | no access |   (underflow)
  *
  * so that the first byte past its end (overflow, the default) or before its start (underflow)
  * is in a PROT_NONE page and an access there faults at the instruction. The block's end lies on
@@ -11,15 +12,14 @@
  * are filled and checked at free, and the report says which. malloc(0) returns a pointer to
  * the first no-access byte: every access faults, each call gets its own address.
  *
- * A freed block's data pages are dropped and made PROT_NONE, and its mapping waits in a FIFO
- * (the address quarantine, bounded by count and by address space) before it is unmapped: until
- * then a read or write through a stale pointer faults, and a second free is reported with both
- * traces. The fault handler (guardfault.c) turns a fault in these pages into a report.
+ * A freed block's pages are replaced by no-access ones and its slot waits in the address
+ * quarantine (guardslot.c) before reuse: until then a read or write through a stale pointer
+ * faults, and a second free is reported with both traces. The fault handler (guardfault.c) turns
+ * a fault in these pages into a report. Traces are kept as trace-table ids (tracetab.c).
  *
- * Mappings are chunk-aligned (os.h) and registered in the ownership map as FM_REGION_GUARD with
- * the metadata page as the owner; nothing else in the heap shares their chunks. When a mapping
- * cannot be made (address space, the kernel's limit on mappings, FASTMM5_MEMORY_LIMIT), the
- * allocation is served unguarded: guarding is a diagnosis, never a reason to fail a program.
+ * When no slot can be had (sampling: every slot live; address space, the kernel's limit on
+ * mappings, FASTMM5_MEMORY_LIMIT), the allocation is served unguarded: guarding is a diagnosis,
+ * never a reason to fail a program.
  */
 #include "internal.h"
 #include "guardint.h"
@@ -29,19 +29,6 @@
 
 bool fm_guard_underflow;
 static unsigned sample_every;
-
-/* The address quarantine: freed mappings, oldest first. Each keeps its metadata page resident
- * (the data pages are dropped) and two mappings: 4096 blocks (16 MiB, 8192 mappings) when every
- * block is guarded, 256 (1 MiB) when sampling, which is meant to stay on in production and
- * whose few guarded blocks are freed far apart anyway. 1 GiB bounds the address space a few big
- * blocks hold. */
-#define QUARANTINE_BLOCKS_ALL 4096u
-#define QUARANTINE_BLOCKS_SAMPLED 256u
-#define QUARANTINE_BYTES ((size_t)1 << 30)
-static unsigned quarantine_blocks = QUARANTINE_BLOCKS_ALL;
-static fm_lock_t quarantine_lock;
-static fm_guard_block_t *oldest, *newest;
-static size_t quarantined_blocks, quarantined_bytes;
 
 static size_t page(void) { return fm_os_page_size(); }
 
@@ -62,44 +49,46 @@ static void fill_slack(const fm_guard_block_t *g)
     memset(g->user + g->size, FM_GUARD_SLACK_FILL, (size_t)(g->data + g->data_bytes - (g->user + g->size)));
 }
 
-/* The mapping for a block of size bytes at the alignment, or NULL (the caller falls back). */
-static void *map_block(size_t size, size_t alignment, int fill)
+static unsigned trace_depth(void)
+{
+    unsigned depth = fm_load_relaxed(&fm_stack_depth);
+    return depth != 0 ? (depth < 64u ? depth : 64u) : FM_STACK_CURRENT_DEPTH;
+}
+
+/* A guarded block of size bytes at the alignment, or NULL (the caller falls back). */
+static void *place_block(size_t size, size_t alignment, int fill)
 {
     size_t pg = page();
-    if (alignment > pg || size > (size_t)PTRDIFF_MAX / 2)
+    if (alignment > pg)
+        return NULL;
+    fm_guard_block_t *g = fm_guard_slot_take(size);
+    if (g == NULL)
         return NULL;
     size_t data_bytes = fm_align_up(size, pg);
-    size_t map_size = fm_align_up(2 * pg + data_bytes + pg, FM_OS_CHUNK);
-    char *map = fm_os_map(map_size);
-    if (map == NULL)
-        return NULL;
-    char *data = map + 2 * pg;
-    if (!fm_os_protect(map + pg, pg, false) ||
-        !fm_os_protect(data + data_bytes, map_size - 2 * pg - data_bytes, false)) {
-        fm_os_unmap(map, map_size);
+    char *slot = fm_guard_slot_data(g);
+    bool underflow = fm_load_relaxed(&fm_guard_underflow);
+    char *data = underflow ? slot : slot + g->region->slot_data - data_bytes;
+    if (!fm_os_protect(data, data_bytes, true)) {
+        fm_guard_slot_release(g);
         return NULL;
     }
-    fm_guard_block_t *g = (fm_guard_block_t *)map;
-    g->self = g;
-    g->map_size = map_size;
+    g->underflow = underflow;
     g->data = data;
     g->data_bytes = data_bytes;
     g->size = size;
     g->alignment = alignment;
-    g->underflow = fm_load_relaxed(&fm_guard_underflow);
-    g->user = g->underflow ? data : (char *)((uintptr_t)(data + data_bytes - size) & ~(uintptr_t)(alignment - 1));
+    g->user = underflow ? data : (char *)((uintptr_t)(data + data_bytes - size) & ~(uintptr_t)(alignment - 1));
     g->allocated_by_thread = fm_os_thread_id();
-    unsigned depth = fm_load_relaxed(&fm_stack_depth);
-    g->depth = depth != 0 ? (depth < FM_GUARD_MAX_DEPTH ? depth : FM_GUARD_MAX_DEPTH) : FM_STACK_CURRENT_DEPTH;
-    fm_stack_capture(g->allocation_trace, g->depth);
+    g->freed_by_thread = 0;
+    g->depth = trace_depth();
+    uintptr_t frames[64];
+    fm_stack_capture(frames, g->depth);
+    g->allocation_trace = fm_tracetab_intern(frames, g->depth);
+    g->free_trace = FM_TRACE_NONE;
     fill_slack(g);
     if (fill > 0)
         memset(g->user, fill, size);
     fm_store_release(&g->state, FM_GUARD_LIVE);
-    if (!fm_pagemap_register(map, map_size, g, FM_REGION_GUARD)) {
-        fm_os_unmap(map, map_size);
-        return NULL;
-    }
     return g->user;
 }
 
@@ -145,7 +134,7 @@ void *fm_guard_malloc(size_t size, int fill)
 {
     if (!chosen(size))
         return NULL;
-    return map_block(size, natural_alignment(size), fill);
+    return place_block(size, natural_alignment(size), fill);
 }
 
 void *fm_guard_aligned(size_t alignment, size_t size)
@@ -153,32 +142,36 @@ void *fm_guard_aligned(size_t alignment, size_t size)
     if (!chosen(size))
         return NULL;
     size_t natural = natural_alignment(size); /* an alignment asked for is kept, even at 16 for 1 byte */
-    return map_block(size, alignment > natural ? alignment : natural, -1);
+    return place_block(size, alignment > natural ? alignment : natural, -1);
 }
 
 /* ---- free, realloc, usable size ---- */
 
-/* The live or freed block whose mapping holds p, or NULL (a quarantine eviction raced us, or
- * the metadata page was overwritten). */
-fm_guard_block_t *fm_guard_block_of(const void *p)
+/* The first byte of [b, e) that is not the fill, or NULL: a word at a time, since the slack
+ * before a block that ends on the guard page is most of a page. */
+static const char *first_unlike_fill(const char *b, const char *e)
 {
-    uintptr_t entry = fm_pagemap_lookup(p);
-    if ((entry & FM_REGION_TYPE_MASK) != FM_REGION_GUARD)
-        return NULL;
-    fm_guard_block_t *g = (fm_guard_block_t *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK);
-    return g->self == g ? g : NULL;
+    const uint64_t fill = 0x0101010101010101ull * FM_GUARD_SLACK_FILL;
+    for (; b < e && ((uintptr_t)b & 7u) != 0; b++)
+        if (*b != (char)FM_GUARD_SLACK_FILL)
+            return b;
+    for (; e - b >= 8; b += 8) {
+        uint64_t w;
+        memcpy(&w, b, 8);
+        if (w != fill)
+            break;
+    }
+    for (; b < e; b++)
+        if (*b != (char)FM_GUARD_SLACK_FILL)
+            return b;
+    return NULL;
 }
 
 /* The first slack byte that is not the fill, or NULL. */
 static const char *damaged_slack(const fm_guard_block_t *g)
 {
-    for (const char *b = g->data; b < g->user; b++)
-        if (*b != (char)FM_GUARD_SLACK_FILL)
-            return b;
-    for (const char *b = g->user + g->size; b < g->data + g->data_bytes; b++)
-        if (*b != (char)FM_GUARD_SLACK_FILL)
-            return b;
-    return NULL;
+    const char *at = first_unlike_fill(g->data, g->user);
+    return at != NULL ? at : first_unlike_fill(g->user + g->size, g->data + g->data_bytes);
 }
 
 static void report_slack(const fm_guard_block_t *g, const char *at, const char *operation)
@@ -240,23 +233,6 @@ static void report_bad(const fm_guard_block_t *g, const void *p, const char *ope
                    p, g->size, 0, &r);
 }
 
-/* The oldest quarantined mappings beyond the bounds, unlinked under the lock; unmapped after. */
-static fm_guard_block_t *evict_locked(void)
-{
-    fm_guard_block_t *out = NULL;
-    while (oldest != NULL && (quarantined_blocks > quarantine_blocks || quarantined_bytes > QUARANTINE_BYTES)) {
-        fm_guard_block_t *g = oldest;
-        oldest = g->next;
-        if (oldest == NULL)
-            newest = NULL;
-        quarantined_blocks--;
-        quarantined_bytes -= g->map_size;
-        g->next = out;
-        out = g;
-    }
-    return out;
-}
-
 void fm_guard_free(void *p, const char *operation)
 {
     fm_guard_block_t *g = fm_guard_block_of(p);
@@ -270,36 +246,17 @@ void fm_guard_free(void *p, const char *operation)
     if (damage != NULL)
         report_slack(g, damage, operation); /* reported; the block is freed all the same */
     g->freed_by_thread = fm_os_thread_id();
-    fm_stack_capture(g->free_trace, g->depth);
-    if (g->data_bytes != 0) {
-        fm_os_trim(g->data, g->data_bytes);
-        fm_os_protect(g->data, g->data_bytes, false);
-    }
-    g->next = NULL;
-    fm_lock_wait(&quarantine_lock);
-    if (newest != NULL)
-        newest->next = g;
-    else
-        oldest = g;
-    newest = g;
-    quarantined_blocks++;
-    quarantined_bytes += g->map_size;
-    fm_guard_block_t *out = evict_locked();
-    fm_lock_release(&quarantine_lock);
-    while (out != NULL) {
-        fm_guard_block_t *next = out->next;
-        char *map = (char *)out;
-        size_t map_size = out->map_size;
-        fm_pagemap_unregister(map, map_size);
-        out->self = NULL;
-        fm_os_unmap(map, map_size);
-        out = next;
-    }
+    uintptr_t frames[64];
+    fm_stack_capture(frames, g->depth);
+    g->free_trace = fm_tracetab_intern(frames, g->depth);
+    if (g->data_bytes != 0)
+        fm_os_discard_no_access(g->data, g->data_bytes);
+    fm_guard_slot_quarantine(g);
 }
 
 /* the fork handlers (init.c) run these in every process that forks: FM_EVERY_PROCESS */
-FM_EVERY_PROCESS void fm_guard_fork_lock(void) { fm_lock_wait(&quarantine_lock); }
-FM_EVERY_PROCESS void fm_guard_fork_unlock(void) { fm_lock_release(&quarantine_lock); }
+FM_EVERY_PROCESS void fm_guard_fork_lock(void) { fm_guard_slots_lock(); }
+FM_EVERY_PROCESS void fm_guard_fork_unlock(void) { fm_guard_slots_unlock(); }
 
 size_t fm_guard_usable(const void *p)
 {
@@ -394,7 +351,7 @@ void fm_guard_start(const char *spec)
         return;
     }
     sample_every = every;
-    quarantine_blocks = mode == FM_GUARD_SAMPLE ? QUARANTINE_BLOCKS_SAMPLED : QUARANTINE_BLOCKS_ALL;
+    fm_guard_slots_configure(mode == FM_GUARD_SAMPLE);
     fm_store_relaxed(&fm_guard_underflow, underflow);
     fm_guard_install_handler();
     fm_store_release(&fm_guard_mode, mode);

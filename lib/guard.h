@@ -2,8 +2,8 @@
  * guard.h - guarded allocations (FASTMM5_GUARD, guard.c): blocks in mappings of their own, against
  * a PROT_NONE page, so that an overrun, an underrun or a use after free faults at the instruction.
  *
- * A guarded block's mapping is registered in the ownership map as FM_REGION_GUARD, with its
- * metadata page as the owner; the entry points send such pointers here before they read anything
+ * A region of guarded slots is registered in the ownership map as FM_REGION_GUARD, with the
+ * region as the owner; the entry points send such pointers here before they read anything
  * around them (the two bytes before a guarded block may lie in a no-access page).
  */
 #ifndef FM_GUARD_H
@@ -25,6 +25,13 @@ FM_INLINE bool fm_guard_owns(const void *p)
 void fm_guard_start(const char *spec);
 /* The fault handler (guardfault.c): for guarding, and for FASTMM5_QUARANTINE's no-access pages. */
 void fm_guard_install_handler(void);
+/* The live guarded blocks (guardslot.c), for the leak scan, which holds fm_guard_slots_lock. */
+void fm_guard_walk_live(void (*visit)(const void *user, size_t size, void *arg), void *arg);
+/* Whether user is a live guarded block's start; if so its allocation trace's id and depth. */
+bool fm_guard_live_trace(const void *user, uint32_t *trace_id, unsigned *depth);
+/* The slots' lock: held across fork (guard.c) and across the leak scan (leakscan.c). */
+void fm_guard_slots_lock(void);
+void fm_guard_slots_unlock(void);
 /* fork (init.c): the quarantine's lock, held across it. */
 void fm_guard_fork_lock(void);
 void fm_guard_fork_unlock(void);

@@ -27,12 +27,12 @@ void fm_guard_report_traces(fm_report_t *r, const fm_guard_block_t *g, bool with
     fm_report_str(r, "\nThe block was allocated by thread ");
     fm_report_dec(r, g->allocated_by_thread);
     fm_report_str(r, ", stack trace of the allocation:");
-    fm_stack_format(r, g->allocation_trace, g->depth);
+    fm_stack_format_id(r, g->allocation_trace, g->depth);
     if (with_free && fm_load_acquire(&g->state) == FM_GUARD_FREED) {
         fm_report_str(r, "\nThe block was freed by thread ");
         fm_report_dec(r, g->freed_by_thread);
         fm_report_str(r, ", stack trace of the free:");
-        fm_stack_format(r, g->free_trace, g->depth);
+        fm_stack_format_id(r, g->free_trace, g->depth);
     }
 }
 
@@ -157,7 +157,7 @@ static void on_fault(int sig, siginfo_t *si, void *context)
                       addr < g->data + g->data_bytes;
     if (g == NULL && si->si_code > 0 && fm_debug_report_waiting_fault(addr)) {
         restore_default(sig); /* FASTMM5_QUARANTINE's no-access pages (debug.c) */
-    } else if (g == NULL || accessible || addr < (const char *)g + fm_os_page_size()) {
+    } else if (g == NULL || accessible) {
         chain(sig, si, context);
     } else {
         report_fault(g, addr, context);

@@ -28,7 +28,7 @@
 /* ---- pagemap.c: which OS region owns an address (fails closed) ---- */
 #define FM_REGION_MEDIUM_SPAN 1u
 #define FM_REGION_LARGE 2u
-#define FM_REGION_GUARD 3u /* a guarded block's own mapping (guard.h) */
+#define FM_REGION_GUARD 3u /* a region of guarded slots (guard.h) */
 #define FM_REGION_TYPE_MASK 63u
 bool fm_pagemap_register(const void *base, size_t size, const void *owner, unsigned type);
 void fm_pagemap_unregister(const void *base, size_t size);

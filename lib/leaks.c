@@ -68,7 +68,8 @@ static bool is_registered(const void *p)
 typedef struct record {
     uint64_t key;      /* the allocation stack's id and depth (debug) or the usable size */
     uint8_t kind;      /* FM_SCAN_* */
-    bool debug;
+    bool debug;        /* grouped by stack: a debug block, or a guarded one */
+    bool guarded;
     bool suppressed;
     unsigned depth;
     size_t bytes, blocks;
@@ -99,9 +100,9 @@ static uint64_t mix(uint64_t h, uint64_t v)
     return h * 0xff51afd7ed558ccdu;
 }
 
-static record_t *find_record(grouping_t *g, uint64_t key, uint8_t kind, bool debug)
+static record_t *find_record(grouping_t *g, uint64_t key, uint8_t kind, bool debug, bool guarded)
 {
-    uint64_t h = mix(mix(key, kind), debug);
+    uint64_t h = mix(mix(key, kind), (uint64_t)debug | (uint64_t)guarded << 1);
     for (size_t i = (size_t)h & (SLOTS - 1);; i = (i + 1) & (SLOTS - 1)) {
         uint32_t slot = g->slots[i];
         if (slot == 0) {
@@ -114,10 +115,11 @@ static record_t *find_record(grouping_t *g, uint64_t key, uint8_t kind, bool deb
             r->key = key;
             r->kind = kind;
             r->debug = debug;
+            r->guarded = guarded;
             return r;
         }
         record_t *r = &g->records[slot - 1];
-        if (r->key == key && r->kind == kind && r->debug == debug)
+        if (r->key == key && r->kind == kind && r->debug == debug && r->guarded == guarded)
             return r;
     }
 }
@@ -146,13 +148,15 @@ static void group_blocks(fm_scan_t *s, void *arg)
         size_t user_size;
         bool debug = fm_scan_is_debug(b) &&
                      fm_debug_block_info((char *)user - 64, &user_size, &number, &trace_id, NULL, &depth);
+        bool guarded = !debug && fm_guard_owns(user) && fm_guard_live_trace(user, &trace_id, &depth);
+        debug |= guarded;
         if (debug) {
             /* one id per distinct trace and depth (tracetab.c); blocks whose trace was not
              * stored share the sentinel's record */
             depth = depth < TRACE_MAX ? depth : TRACE_MAX;
             key = (uint64_t)trace_id << 8 | depth;
         }
-        record_t *r = find_record(g, key, kind, debug);
+        record_t *r = find_record(g, key, kind, debug, guarded);
         if (r == NULL)
             continue; /* counted in the totals; past the record limit */
         if (r->blocks++ == 0) {
@@ -269,9 +273,13 @@ static void report_record(const grouping_t *g, const record_t *rec, size_t numbe
     if (rec->debug) {
         fm_report_str(&r, "\n  the first, ");
         fm_report_hex(&r, rec->address);
-        fm_report_str(&r, ", is allocation number ");
-        fm_report_dec(&r, rec->number);
-        fm_report_str(&r, "; allocated at:");
+        if (rec->guarded) {
+            fm_report_str(&r, ", is a guarded block (FASTMM5_GUARD); allocated at:");
+        } else {
+            fm_report_str(&r, ", is allocation number ");
+            fm_report_dec(&r, rec->number);
+            fm_report_str(&r, "; allocated at:");
+        }
         fm_stack_format_id(&r, rec->trace_id, rec->depth);
     } else {
         fm_report_str(&r, "\n  blocks of ");

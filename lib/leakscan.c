@@ -278,6 +278,27 @@ static void fill_visit(const fm_walk_record_t *r, void *arg)
     run->hi = start + (size != 0 ? size : 1);
 }
 
+/* A live guarded block (guardslot.c): a plain block in a run of its own. */
+static void count_guarded(const void *user, size_t size, void *arg)
+{
+    (void)user, (void)size;
+    counter_t *c = arg;
+    c->runs++;
+    c->blocks++;
+}
+
+static void fill_guarded(const void *user, size_t size, void *arg)
+{
+    fm_scan_t *s = arg;
+    if (s->count == s->capacity)
+        return;
+    uintptr_t start = (uintptr_t)user;
+    fm_scan_run_t *run = &s->runs[s->run_count++];
+    *run = (fm_scan_run_t){start, start + (size != 0 ? size : 1), s->count, 1};
+    s->blocks[s->count++] = (fm_scan_block_t){start, size};
+    s->run_break = true;
+}
+
 /* Heapsort of the runs by address: no allocation, no recursion. */
 static void sift_down(fm_scan_run_t *a, size_t root, size_t n)
 {
@@ -692,10 +713,12 @@ static void lock_heap(void)
         fm_os_yield();
     }
     fm_large_lock_all();
+    fm_guard_slots_lock();
 }
 
 static void unlock_heap(void)
 {
+    fm_guard_slots_unlock();
     fm_large_unlock_all();
     fm_small_unlock_all();
     fm_medium_unlock_all();
@@ -802,13 +825,11 @@ static void mark_outside(marker_t *m, uintptr_t lo, uintptr_t hi, const range_t 
     mark_resident(m, lo, hi);
 }
 
-/* Whether the chunk at `at` holds blocks the walk visits. A guarded block's mapping (guard.c)
- * is not one: its readable pages (a live block, its metadata) are scanned as roots, so what it
- * points to is reachable, and the block itself is never reported. */
+/* Whether the chunk at `at` holds blocks the walk visits (regions of guarded slots too: their
+ * live blocks are scanned when reached, the slot table holds no pointer into the heap). */
 static bool heap_chunk(uintptr_t at)
 {
-    uintptr_t entry = fm_pagemap_lookup((const void *)at);
-    return entry != 0 && (entry & FM_REGION_TYPE_MASK) != FM_REGION_GUARD;
+    return fm_pagemap_lookup((const void *)at) != 0;
 }
 
 /* The anonymous writable mappings, less the heap's own regions (their blocks are scanned only
@@ -899,10 +920,12 @@ bool fm_leak_scan(fm_scan_t *s, void (*classified)(fm_scan_t *s, void *arg), voi
     } else {
         fm_medium_walk(count_visit, &c, FM_WALK_LOCKS_HELD);
         fm_large_walk(count_visit, &c, FM_WALK_LOCKS_HELD);
+        fm_guard_walk_live(count_guarded, &c);
     }
     if (read_maps() && map_tables(s, &c)) {
         fm_medium_walk(fill_visit, s, FM_WALK_LOCKS_HELD);
         fm_large_walk(fill_visit, s, FM_WALK_LOCKS_HELD);
+        fm_guard_walk_live(fill_guarded, s);
         sort_runs(s->runs, s->run_count);
         marker_t m = {s, 0, 0, 0, 0, false};
         if (s->run_count != 0) {

@@ -24,6 +24,8 @@ bool fm_os_move_onto(void *p, size_t old_size, size_t new_size, void *target);
 void fm_os_trim(void *p, size_t size);            /* drop the pages' contents (MADV_DONTNEED) */
 /* Page-aligned: read-write, or no access (guard.c); false when the kernel refuses (mappings). */
 bool fm_os_protect(void *p, size_t size, bool accessible);
+/* Page-aligned: the pages replaced by fresh no-access ones, their contents dropped (guard.c). */
+void fm_os_discard_no_access(void *p, size_t size);
 size_t fm_os_page_size(void);
 size_t fm_os_mapped_bytes(void);                  /* what fastmm_os_memory() reports */
 size_t fm_os_peak_mapped_bytes(void);

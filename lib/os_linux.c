@@ -148,6 +148,16 @@ bool fm_os_protect(void *p, size_t size, bool accessible)
     return size == 0 || mprotect(p, size, accessible ? PROT_READ | PROT_WRITE : PROT_NONE) == 0;
 }
 
+/* One system call where madvise and mprotect take two. Should the kernel refuse (its limit on
+ * mappings), the two do the same. */
+void fm_os_discard_no_access(void *p, size_t size)
+{
+    if (mmap(p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) == MAP_FAILED) {
+        madvise(p, size, MADV_DONTNEED);
+        mprotect(p, size, PROT_NONE);
+    }
+}
+
 /* Threads may ask first at the same time (the guarded paths do): the same value, stored
  * atomically. */
 size_t fm_os_page_size(void)

@@ -134,6 +134,146 @@ static int scenario_sampled(void)
     return 31;
 }
 
+/* Whether the byte at a can be read, asked of the kernel (write(2) from a no-access page into a
+ * pipe fails with EFAULT) rather than by touching it. */
+static bool readable(const void *a)
+{
+    static int fd[2] = {-1, -1};
+    char c;
+    if (fd[0] < 0 && pipe(fd) != 0)
+        return false;
+    if (write(fd[1], a, 1) != 1)
+        return false;
+    return read(fd[0], &c, 1) == 1;
+}
+
+/* A guarded block of n bytes (overflow side) ends on a no-access page; a debug block's footer
+ * follows it, a plain block's neighbours. */
+static bool guarded(const char *p, size_t n)
+{
+    return (uintptr_t)(p + n) % (uintptr_t)sysconf(_SC_PAGESIZE) == 0 && !readable(p + n);
+}
+
+/* Sampled blocks of 5008 bytes (a multiple of 16: they end on the page) take the class of two
+ * pages, whose 128 slots are the only ones sampling has: with FASTMM5_GUARD=sample:1 in debug
+ * mode (every allocation a chance, about two in three chosen), 2000 live blocks are 128 guarded
+ * ones and the rest plain, every one usable. Freed and allocated again, the freed slots serve
+ * the samples: 128 again. */
+static int scenario_exhausted(void)
+{
+    enum { N = 2000, SIZE = 5008 };
+    static char *blocks[N];
+    for (int round = 0; round < 2; round++) {
+        int count = 0;
+        for (int i = 0; i < N; i++) {
+            if ((blocks[i] = malloc(SIZE)) == NULL)
+                return 40;
+            memset(blocks[i], 1, SIZE);
+            count += guarded(blocks[i], SIZE);
+        }
+        printf("ROUND %d: GUARDED %d of %d\n", round, count, N);
+        for (int i = 0; i < N; i++)
+            free(blocks[i]);
+    }
+    return 0;
+}
+
+/* sample:1, debug mode: once each of the class's 128 slots has held a freed block, the next
+ * sample takes the oldest slot again, at the first block's address; that block freed too, a
+ * stale write through the first pointer faults as a use after free of the slot's freed block. */
+static int scenario_slot_reused(void)
+{
+    enum { SIZE = 5008 };
+    char *first = NULL, *again = NULL;
+    int made = 0;
+    for (int i = 0; i < 100000 && made < 128; i++) {
+        char *q = malloc(SIZE);
+        if (guarded(q, SIZE)) {
+            first = first != NULL ? first : q;
+            made++;
+        }
+        free(q);
+    }
+    for (int i = 0; i < 100000 && again == NULL; i++) {
+        char *q = malloc(SIZE);
+        if (guarded(q, SIZE))
+            again = q;
+        else
+            free(q);
+    }
+    if (first == NULL || again != first)
+        return 41;
+    puts("REUSED");
+    free(again);
+    ((volatile char *)launder_ptr(first))[0] = 1;
+    puts("SURVIVED");
+    return 3;
+}
+
+/* FASTMM5_GUARD=all: a freed block's address comes back only when its slot is the oldest of the
+ * class's 4096 quarantined ones. */
+static int scenario_slot_return(void)
+{
+    char *first = malloc(32);
+    free(first);
+    int back = 0;
+    for (int i = 1; i <= 5000 && back == 0; i++) {
+        char *q = malloc(32);
+        if (q == first)
+            back = i;
+        free(q);
+    }
+    printf("BACK AFTER %d\n", back);
+    return 0;
+}
+
+/* A guarded block whose last pointer is gone is reported by the leak check like any other:
+ * definitely lost, in a record of its own whose first block it is, with its allocation stack. */
+#define MASK ((uintptr_t)0xa5a5a5a5a5a5a5a5u)
+static uintptr_t hidden_lost; /* the block's address ^ MASK: not a pointer to it */
+static int lost_records;
+
+static void on_leak(const fastmm_event_t *event, void *user)
+{
+    (void)user;
+    if (event->type != FASTMM_EVENT_LEAK_DETAIL || (uintptr_t)event->block != (hidden_lost ^ MASK))
+        return;
+    lost_records++;
+    char line[96];
+    int n = snprintf(line, sizeof line, "LOST kind %d, %zu bytes in %zu block(s)\n", (int)event->leak_kind,
+                     event->size, event->leak_blocks); /* no allocation */
+    ssize_t w = write(1, line, (size_t)n);
+    (void)w;
+}
+
+static __attribute__((noinline)) bool plant_lost(void)
+{
+    char *p = malloc(112);
+    memset(p, 7, 112);
+    hidden_lost = (uintptr_t)p ^ MASK;
+    return guarded(p, 112);
+}
+
+/* Overwrites the stack below the caller, where plant_lost kept its pointer. */
+static __attribute__((noinline)) void clobber_stack(void)
+{
+    volatile char buf[32768];
+    for (size_t i = 0; i < sizeof buf; i++)
+        buf[i] = 0;
+    escape((const void *)buf);
+}
+
+static int scenario_leak(void)
+{
+    if (!plant_lost())
+        return 50; /* not a guarded block */
+    clobber_stack();
+    fastmm_set_event_handler(on_leak, NULL);
+    fastmm_leak_check();
+    printf("RECORDS %d (definitely lost is %d)\n", lost_records, (int)FASTMM_LEAK_DEFINITELY_LOST);
+    return 0;
+}
+
 /* FASTMM5_QUARANTINE=4M, debug mode: a freed block is not handed out again at once, and a
  * stale write into it is found by the scan (or when it leaves the quarantine, or by a fault in
  * a large one), while the new block is untouched. */
@@ -192,6 +332,14 @@ int guard_scenario(const char *name)
         return scenario_correct();
     } else if (strcmp(name, "sampled") == 0) {
         return scenario_sampled();
+    } else if (strcmp(name, "leak") == 0) {
+        return scenario_leak();
+    } else if (strcmp(name, "exhausted") == 0) {
+        return scenario_exhausted();
+    } else if (strcmp(name, "slot-reused") == 0) {
+        return scenario_slot_reused();
+    } else if (strcmp(name, "slot-return") == 0) {
+        return scenario_slot_return();
     } else if (strncmp(name, "quarantine-", 11) == 0) {
         return scenario_quarantine(name + 11);
     } else {
@@ -331,6 +479,14 @@ static void expect_correct(void)
     ck_assert_msg(strstr(out.text, "EVENT") == NULL, "%s", out.text);
 }
 
+/* A scenario that must survive, print `text` and raise no event. */
+static void expect_correct_with(const char *text)
+{
+    ck_assert_msg(WIFEXITED(out.status) && WEXITSTATUS(out.status) == 0 && strstr(out.text, text), "status %#x:\n%s",
+                  out.status, out.text);
+    ck_assert_msg(strstr(out.text, "EVENT") == NULL, "%s", out.text);
+}
+
 START_TEST(correct_programs_unharmed)
 {
     run("all", false, "correct");
@@ -349,6 +505,43 @@ START_TEST(sampled_blocks_guarded)
     run("sample:100", _i == 1, "sampled");
     expect_signal(SIGSEGV, FASTMM_EVENT_BUFFER_OVERRUN, "past the end of the block");
     ck_assert_msg(strstr(out.text, "GUARDED ") != NULL, "%s", out.text);
+}
+END_TEST
+
+START_TEST(exhausted_slots_fall_back)
+{
+    run("sample:1", true, "exhausted");
+    expect_correct_with("ROUND 0: GUARDED 128 of 2000\nROUND 1: GUARDED 128 of 2000\n");
+}
+END_TEST
+
+START_TEST(reused_slot_stale_pointer_faults)
+{
+    run("sample:1", true, "slot-reused");
+    expect_signal(SIGSEGV, FASTMM_EVENT_USE_AFTER_FREE, "offset 0 into the freed block");
+    ck_assert_msg(strstr(out.text, "REUSED\n") != NULL && strstr(out.text, "stack trace of the free"), "%s", out.text);
+}
+END_TEST
+
+START_TEST(freed_slot_waits_in_quarantine)
+{
+    run("all", false, "slot-return");
+    expect_correct_with("BACK AFTER 4096\n");
+}
+END_TEST
+
+START_TEST(lost_guarded_block_reported)
+{
+    char lost[64], records[64];
+    run("all", false, "leak");
+    snprintf(lost, sizeof lost, "LOST kind %d, 112 bytes in 1 block(s)\n", (int)FASTMM_LEAK_DEFINITELY_LOST);
+    snprintf(records, sizeof records, "RECORDS 1 (definitely lost is %d)\n", (int)FASTMM_LEAK_DEFINITELY_LOST);
+    ck_assert_msg(WIFEXITED(out.status) && WEXITSTATUS(out.status) == 0 && strstr(out.text, lost) &&
+                      strstr(out.text, records),
+                  "status %#x:\n%s", out.status, out.text);
+    ck_assert_msg(strstr(out.text, "112 bytes in 1 block is definitely lost") != NULL &&
+                      strstr(out.text, "is a guarded block (FASTMM5_GUARD); allocated at:") != NULL,
+                  "%s", out.text);
 }
 END_TEST
 
@@ -387,6 +580,10 @@ Suite *suite_guard(void)
         tcase_add_test(tc, double_free_reported);
         tcase_add_test(tc, correct_programs_unharmed);
         tcase_add_loop_test(tc, sampled_blocks_guarded, 0, 2);
+        tcase_add_test(tc, exhausted_slots_fall_back);
+        tcase_add_test(tc, reused_slot_stale_pointer_faults);
+        tcase_add_test(tc, freed_slot_waits_in_quarantine);
+        tcase_add_test(tc, lost_guarded_block_reported);
         tcase_add_test(tc, quarantine_keeps_freed_blocks);
     }
     suite_add_tcase(s, tc);

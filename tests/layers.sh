@@ -47,7 +47,8 @@ symbolize     4     addresses to names
 leaks         4     leak reports
 leakscan      4     leak scan
 leaksupp      4     leak suppressions
-guard         4.5   guarded blocks: own mappings against no-access pages, address quarantine
+guard         4.5   guarded blocks: placed against no-access pages, checked and freed, reported
+guardslot     4     regions of guarded slots, reused through the address quarantine
 guardfault    4.5   the SIGSEGV/SIGBUS handler that reports a fault in a guard page
 quarantine    4     freed debug blocks held back before reuse
 startup       5     the lazy one-time initialization of everything below
