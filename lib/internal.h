@@ -73,6 +73,7 @@ typedef struct fm_options {
     bool verbose;
     bool disable_asm;
     bool disable_avx2;         /* FASTMM5_DISABLE_AVX2: the SSE2 kernels on an AVX2 processor */
+    bool disable_avx512;       /* FASTMM5_DISABLE_AVX512: the AVX2 kernels on an AVX-512 processor */
     bool debug_at_start;
     bool erase_allocated;
     bool erase_freed;
@@ -104,6 +105,7 @@ typedef enum {
     FM_OPT_VERBOSE,
     FM_OPT_DISABLE_ASM,
     FM_OPT_DISABLE_AVX2,
+    FM_OPT_DISABLE_AVX512,
     FM_OPT_DEBUG,
     FM_OPT_REPORT_LEAKS,
     FM_OPT_LEAK_EXIT_CODE,

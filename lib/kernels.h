@@ -63,6 +63,16 @@ size_t fm_check_refill_avx2(void *p, uint8_t expect, uint8_t fill, size_t n);
 /* FASTMM5_DISABLE_AVX2=1 (read by the options module): keep the SSE2 check on an AVX2 CPU, so
  * that the tests and benchmarks can run either. */
 extern bool fm_kernels_avx2_disabled;
+/* x86_64 only: the check, the fill and the one-pass check and refill with 64-byte vectors
+ * (check_fill_avx512.S, fill_avx512.S, check_refill_avx512.S: n >= 64), installed over the AVX2
+ * ones where fm_kernels_avx512_usable() (cpuid AVX512F and AVX512BW, and xgetbv: the OS saves
+ * the opmask and ZMM state) and FASTMM5_DISABLE_AVX512=1 (fm_kernels_avx512_disabled) is not
+ * set. */
+bool fm_check_fill_avx512(const void *p, uint8_t byte, size_t n);
+void fm_fill_avx512(void *p, uint8_t byte, size_t n);
+size_t fm_check_refill_avx512(void *p, uint8_t expect, uint8_t fill, size_t n);
+bool fm_kernels_avx512_usable(void);
+extern bool fm_kernels_avx512_disabled;
 
 /* The check and the fill the library calls. Below the sizes where an assembly kernel engages they
  * call the C twins directly, not through fm_kernels: a small block then runs the same

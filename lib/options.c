@@ -164,6 +164,7 @@ static bool parse_verbose(const char *v, fm_options_t *o) { return bool_value(v,
 static bool parse_debug(const char *v, fm_options_t *o) { return bool_value(v, &o->debug_at_start); }
 static bool parse_disable_asm(const char *v, fm_options_t *o) { return bool_value(v, &o->disable_asm); }
 static bool parse_disable_avx2(const char *v, fm_options_t *o) { return bool_value(v, &o->disable_avx2); }
+static bool parse_disable_avx512(const char *v, fm_options_t *o) { return bool_value(v, &o->disable_avx512); }
 
 static bool parse_stack_depth(const char *v, fm_options_t *o)
 {
@@ -309,6 +310,8 @@ static const fm_option_t table[] = {
                             "the portable C kernels, not the assembly ones"},
     [FM_OPT_DISABLE_AVX2] = {"FASTMM5_DISABLE_AVX2", "1|0", "0", parse_disable_avx2, EXPECT_BOOL,
                              "the SSE2 kernels on an AVX2 processor"},
+    [FM_OPT_DISABLE_AVX512] = {"FASTMM5_DISABLE_AVX512", "1|0", "0", parse_disable_avx512, EXPECT_BOOL,
+                               "the AVX2 kernels on an AVX-512 processor"},
     [FM_OPT_DEBUG] = {"FASTMM5_DEBUG", "1|0", "0", parse_debug, EXPECT_BOOL, "start in debug mode"},
     [FM_OPT_REPORT_LEAKS] = {"FASTMM5_REPORT_LEAKS", "1|0|all", "0", parse_report_leaks, EXPECT_BOOL,
                              "the leak check at exit (all: still-reachable blocks too)"},

@@ -20,6 +20,8 @@ static void apply_options(void)
         fm_os_set_limit(o->memory_limit);
     if (o->disable_avx2)
         fm_kernels_avx2_disabled = true;
+    if (o->disable_avx512)
+        fm_kernels_avx512_disabled = true;
     if (o->stack_depth >= 0)
         fastmm_debug_set_stack_depth((unsigned)o->stack_depth);
     if (o->debug_options_set)

@@ -12,7 +12,11 @@
  *
  * The kernels under test: fm_kernels as fm_kernels_init(false) installs it (SSE2 where built
  * and usable, else the C twins), the SSE2 entries called directly (n >= 16, all sizes), the AVX2
- * ones where the CPU has them (n >= 32), and the C twins. The one-pass check-and-refill is held
+ * ones where the CPU has them (n >= 32), the AVX-512 ones where the CPU and the OS have
+ * AVX512F+AVX512BW (n >= 64; skipped otherwise, which the output says), and the C twins. The
+ * AVX-512 kernels split a range at 64-byte lines, so case "line_placements" also puts every
+ * size from 64 to 320 at every distance 0..63 from the guard page: every start and end within
+ * a line. The one-pass check-and-refill is held
  * to its contract (kernels.h), whose verdict is the byte loop's. FASTMM5_DISABLE_ASM=1 in the environment must make fm_kernels_init() pick the C
  * twins (case "selection"; tests/kernels-disable-asm.sh runs it with and without).
  */
@@ -100,6 +104,11 @@ static bool verdicts_agree(const unsigned char *p, uint8_t byte, size_t n, bool 
 #if defined(FASTMM_ASM_X86_64)
     if (n >= 32 && fm_kernels_avx2_usable())
         v = fm_check_fill_avx2(p, byte, n);
+    bool w = ref;
+    if (n >= 64 && fm_kernels_avx512_usable())
+        w = fm_check_fill_avx512(p, byte, n);
+    if (w != ref)
+        return false;
 #endif
     *verdict = ref;
     return c == ref && k == ref && s == ref && v == ref;
@@ -146,22 +155,29 @@ START_TEST(check_fill_other_bytes)
 }
 END_TEST
 
-/* Runs fill(p, byte, n) on a placed range and checks every byte of the RW region. */
-static void one_fill(void (*fill)(void *, uint8_t, size_t), const char *what, size_t n, unsigned o,
-                     bool exact)
+typedef void (*fill_fn)(void *, uint8_t, size_t);
+
+/* Runs fill(p, byte, n) and checks every byte of [lo, guard). */
+static void fill_at(fill_fn fill, const char *what, unsigned char *p, size_t n, unsigned char *lo)
 {
-    unsigned char *p = place(n, o, exact);
-    memset(region, 0x5a, region_rw);
+    memset(lo, 0x5a, (size_t)(guard - lo));
     fill(p, 0x80, n);
-    for (unsigned char *q = region; q < guard; q++) {
+    for (unsigned char *q = lo; q < guard; q++) {
         uint8_t want = (q >= p && q < p + n) ? 0x80 : 0x5a;
         if (*q != want)
-            ck_abort_msg("%s: n=%zu offset=%u exact=%d: byte %td is 0x%02x, not 0x%02x", what, n,
-                         (unsigned)((uintptr_t)p & 15), exact, q - p, *q, want);
+            ck_abort_msg("%s: n=%zu offset=%u (mod 64) end %td before the guard: byte %td is 0x%02x, "
+                         "not 0x%02x", what, n, (unsigned)((uintptr_t)p & 63), guard - (p + n),
+                         q - p, *q, want);
     }
 }
 
-static void fill_each(void (*fill)(void *, uint8_t, size_t), const char *what, size_t min_n)
+/* Runs fill on a placed range and checks every byte of the RW region. */
+static void one_fill(fill_fn fill, const char *what, size_t n, unsigned o, bool exact)
+{
+    fill_at(fill, what, place(n, o, exact), n, region);
+}
+
+static void fill_each(fill_fn fill, const char *what, size_t min_n)
 {
     for (size_t n = min_n; n <= MAX_SIZE; n++) {
         for (unsigned o = 0; o < OFFSETS; o++)
@@ -181,6 +197,8 @@ START_TEST(fill_differential)
 #if defined(FASTMM_ASM_X86_64)
     if (fm_kernels_avx2_usable())
         fill_each(fm_fill_avx2, "fm_fill_avx2", 32);
+    if (fm_kernels_avx512_usable())
+        fill_each(fm_fill_avx512, "fm_fill_avx512", 64);
 #endif
 }
 END_TEST
@@ -193,10 +211,9 @@ END_TEST
  */
 typedef size_t (*check_refill_fn)(void *, uint8_t, uint8_t, size_t);
 
-static void one_refill(check_refill_fn f, const char *what, size_t n, unsigned o, bool exact, size_t bad)
+static void refill_at(check_refill_fn f, const char *what, unsigned char *p, size_t n, size_t bad)
 {
     enum { EXPECT = 0x80, FILL = 0x90, AROUND = 0x7f };
-    unsigned char *p = place(n, o, exact);
     uintptr_t from = (uintptr_t)p - 32, to = (uintptr_t)p + n + 32;
     unsigned char *lo = from >= (uintptr_t)region ? p - 32 : region;
     unsigned char *hi = to <= (uintptr_t)guard ? p + n + 32 : guard;
@@ -206,19 +223,25 @@ static void one_refill(check_refill_fn f, const char *what, size_t n, unsigned o
         p[bad] = (uint8_t)(EXPECT ^ (bad % 3 == 0 ? 0x01 : bad % 3 == 1 ? 0x80 : 0xff));
     size_t k = f(p, EXPECT, FILL, n);
     if ((k == n) != (bad >= n) || k > n || (bad < n && bad < k))
-        ck_abort_msg("%s: n=%zu offset=%u exact=%d bad=%zu: returned %zu", what, n,
-                     (unsigned)((uintptr_t)p & 15), exact, bad, k);
+        ck_abort_msg("%s: n=%zu offset=%u (mod 64) end %td before the guard, bad=%zu: returned %zu",
+                     what, n, (unsigned)((uintptr_t)p & 63), guard - (p + n), bad, k);
     for (unsigned char *q = lo; q < hi; q++) {
         size_t i = (size_t)(q - p);
         uint8_t want = q < p || q >= p + n ? AROUND : i < k ? FILL : i == bad ? p[bad] : EXPECT;
         if (i == bad && q >= p + k && q < p + n)
             continue; /* the changed byte: compared by the verdict */
         if (*q != want)
-            ck_abort_msg("%s: n=%zu offset=%u exact=%d bad=%zu k=%zu: byte %td is 0x%02x, not 0x%02x",
-                         what, n, (unsigned)((uintptr_t)p & 15), exact, bad, k, q - p, *q, want);
+            ck_abort_msg("%s: n=%zu offset=%u (mod 64) end %td before the guard, bad=%zu k=%zu: byte "
+                         "%td is 0x%02x, not 0x%02x", what, n, (unsigned)((uintptr_t)p & 63),
+                         guard - (p + n), bad, k, q - p, *q, want);
     }
     if (bad < n && p[bad] == EXPECT)
         ck_abort_msg("%s: n=%zu bad=%zu: the changed byte was overwritten", what, n, bad);
+}
+
+static void one_refill(check_refill_fn f, const char *what, size_t n, unsigned o, bool exact, size_t bad)
+{
+    refill_at(f, what, place(n, o, exact), n, bad);
 }
 
 /* Every size, clean at every offset; each byte changed in turn up to 128 bytes, beyond that the
@@ -248,7 +271,72 @@ START_TEST(check_refill_differential)
     refill_each(fm_check_refill_sse2, "fm_check_refill_sse2", 32);
     if (fm_kernels_avx2_usable())
         refill_each(fm_check_refill_avx2, "fm_check_refill_avx2", 64);
+    if (fm_kernels_avx512_usable())
+        refill_each(fm_check_refill_avx512, "fm_check_refill_avx512", 64);
 #endif
+}
+END_TEST
+
+/* Positions to corrupt in a range at p: the ends, the bytes either side of each 64-byte line
+ * boundary inside it, and every 29th. */
+static bool probe_position(const unsigned char *p, size_t n, size_t i)
+{
+    unsigned line = (unsigned)((uintptr_t)(p + i) & 63);
+    return i == 0 || i + 1 == n || line == 0 || line == 63 || i % 29 == 0;
+}
+
+/* Every size from 64 to 320 ending 0..63 bytes before the guard page (so starting and ending at
+ * every place in a 64-byte line), for every kernel that takes n >= 64: the fills byte for byte
+ * over the range and the 64 bytes before it, the check and the check-and-refill clean and with
+ * each probe position changed. */
+START_TEST(line_placements)
+{
+    static const uint8_t flips[] = {0x01, 0x80, 0xff};
+#if defined(FASTMM_ASM_X86_64)
+    if (!fm_kernels_avx512_usable())
+        printf("line_placements: AVX-512 kernels skipped "
+               "(the CPU or the OS lacks AVX512F+AVX512BW)\n");
+#endif
+    for (size_t n = 64; n <= 320; n++) {
+        for (unsigned gap = 0; gap < 64; gap++) {
+            unsigned char *p = guard - gap - n;
+            fill_at(fm_kernels.fill, "fm_kernels.fill", p, n, p - 64);
+            fill_at(fm_fill_c, "fm_fill_c", p, n, p - 64);
+#if defined(FASTMM_ASM_X86_64)
+            fill_at(fm_fill_sse2, "fm_fill_sse2", p, n, p - 64);
+            if (fm_kernels_avx2_usable())
+                fill_at(fm_fill_avx2, "fm_fill_avx2", p, n, p - 64);
+            if (fm_kernels_avx512_usable())
+                fill_at(fm_fill_avx512, "fm_fill_avx512", p, n, p - 64);
+#endif
+            memset(p - 64, 0x7f, (size_t)(guard - (p - 64)));
+            memset(p, 0x80, n);
+            bool v;
+            if (!verdicts_agree(p, 0x80, n, &v) || !v)
+                ck_abort_msg("clean range: n=%zu gap=%u: verdicts differ or not filled", n, gap);
+            for (size_t i = 0; i < n; i++) {
+                if (!probe_position(p, n, i))
+                    continue;
+                p[i] = (uint8_t)(0x80 ^ flips[i % sizeof flips]);
+                if (!verdicts_agree(p, 0x80, n, &v) || v)
+                    ck_abort_msg("corrupt byte %zu: n=%zu gap=%u: verdicts differ or corruption "
+                                 "missed", i, n, gap);
+                p[i] = 0x80;
+            }
+            for (size_t bad = 0; bad <= n; bad++) {
+                if (bad < n && !probe_position(p, n, bad))
+                    continue;
+                refill_at(fm_kernels.check_refill, "fm_kernels.check_refill", p, n, bad);
+#if defined(FASTMM_ASM_X86_64)
+                refill_at(fm_check_refill_sse2, "fm_check_refill_sse2", p, n, bad);
+                if (fm_kernels_avx2_usable())
+                    refill_at(fm_check_refill_avx2, "fm_check_refill_avx2", p, n, bad);
+                if (fm_kernels_avx512_usable())
+                    refill_at(fm_check_refill_avx512, "fm_check_refill_avx512", p, n, bad);
+#endif
+            }
+        }
+    }
 }
 END_TEST
 
@@ -267,9 +355,23 @@ START_TEST(selection)
         ck_assert_msg(strncmp(fm_kernels_name(), "SSE2", 4) == 0, "%s", fm_kernels_name());
         ck_assert(fm_kernels.check_fill != fm_check_fill_c);
 #if defined(FASTMM_ASM_X86_64)
-        /* the AVX2 check exactly where the CPU and the OS can run it */
-        ck_assert_msg((strstr(fm_kernels_name(), "AVX2") != NULL) == fm_kernels_avx2_usable(), "%s",
-                      fm_kernels_name());
+        /* the AVX2 kernels exactly where the CPU and the OS can run them, the AVX-512 ones
+         * where they can run both, unless fm_kernels_avx512_disabled (FASTMM5_DISABLE_AVX512) */
+        const char *name = fm_kernels_name();
+        bool avx512 = fm_kernels_avx2_usable() && fm_kernels_avx512_usable();
+        ck_assert_msg((strstr(name, "AVX2") != NULL || strstr(name, "AVX-512") != NULL) ==
+                          fm_kernels_avx2_usable(), "%s", name);
+        ck_assert_msg((strstr(name, "AVX-512") != NULL) == avx512, "%s", name);
+        if (avx512) {
+            fm_kernels_avx512_disabled = true;
+            fm_kernels_init(false);
+            ck_assert_msg(strstr(fm_kernels_name(), "AVX2") != NULL, "%s", fm_kernels_name());
+            fm_kernels_avx512_disabled = false;
+            fm_kernels_init(false);
+        } else {
+            printf("selection: AVX-512 kernels not chosen "
+                   "(the CPU or the OS lacks AVX512F+AVX512BW)\n");
+        }
 #endif
     } else {
         ck_assert_msg(strncmp(fm_kernels_name(), "portable C", 10) == 0, "%s", fm_kernels_name());
@@ -304,6 +406,7 @@ Suite *suite_kernels(void)
     tcase_add_test(tc, check_fill_other_bytes);
     tcase_add_test(tc, fill_differential);
     tcase_add_test(tc, check_refill_differential);
+    tcase_add_test(tc, line_placements);
     suite_add_tcase(s, tc);
     tc = tcase_create("selection");
     tcase_add_test(tc, selection);

@@ -1,6 +1,7 @@
 #!/bin/sh
 # kernels-disable-asm.sh - FASTMM5_DISABLE_ASM=1 forces the portable C kernels at run time
-# (and FASTMM5_DISABLE_AVX2=1 the SSE2 freed-block check on an AVX2 CPU).
+# (and FASTMM5_DISABLE_AVX2=1 the SSE2 freed-block check on an AVX2 CPU, FASTMM5_DISABLE_AVX512=1
+# the AVX2 kernels on an AVX-512 one).
 #
 #  1. tests/check_kernels, case "selection", with FASTMM5_DISABLE_ASM unset, =0 and =1: the
 #     options module reads the variable and fm_kernels_init() installs SSE2 (asm build on a
@@ -53,13 +54,32 @@ if [ -f "$so" ] && LD_PRELOAD=$so /bin/true 2>/dev/null &&
         noavx=$(LD_PRELOAD=$so FASTMM5_VERBOSE=1 FASTMM5_DISABLE_AVX2=1 /bin/true 2>&1 | grep -o 'kernels: [^,]*')
         echo "preload, FASTMM5_DISABLE_AVX2=1: $noavx"
         case $noavx in
-            *AVX2*) echo "FAIL: FASTMM5_DISABLE_AVX2=1 still runs the AVX2 check"; fail=1 ;;
+            *AVX2* | *AVX-512*) echo "FAIL: FASTMM5_DISABLE_AVX2=1 still runs the AVX2 check"; fail=1 ;;
+        esac
+        # with AVX-512 (AVX512F and AVX512BW) as well: the AVX-512 kernels, unless
+        # FASTMM5_DISABLE_AVX512=1 keeps the AVX2 ones.
+        no512=$(LD_PRELOAD=$so FASTMM5_VERBOSE=1 FASTMM5_DISABLE_AVX512=1 /bin/true 2>&1 | grep -o 'kernels: [^,]*')
+        echo "preload, FASTMM5_DISABLE_AVX512=1: $no512"
+        case $no512 in
+            *AVX-512*) echo "FAIL: FASTMM5_DISABLE_AVX512=1 still runs the AVX-512 kernels"; fail=1 ;;
         esac
         if grep -q '^#define FASTMM_ASM_X86_64 1' "$b/config.h" && grep -qw avx2 /proc/cpuinfo 2>/dev/null; then
-            case $on in
-                *AVX2*) ;;
-                *) echo "FAIL: this CPU has AVX2 but the library runs '$on'"; fail=1 ;;
-            esac
+            if grep -qw avx512f /proc/cpuinfo && grep -qw avx512bw /proc/cpuinfo; then
+                case $on in
+                    *AVX-512*) ;;
+                    *) echo "FAIL: this CPU has AVX-512 but the library runs '$on'"; fail=1 ;;
+                esac
+                case $no512 in
+                    *AVX2*) ;;
+                    *) echo "FAIL: FASTMM5_DISABLE_AVX512=1 runs '$no512', not AVX2"; fail=1 ;;
+                esac
+            else
+                echo "AVX-512 checks skipped: the CPU lacks AVX512F or AVX512BW"
+                case $on in
+                    *AVX2*) ;;
+                    *) echo "FAIL: this CPU has AVX2 but the library runs '$on'"; fail=1 ;;
+                esac
+            fi
         fi
     fi
 else
