@@ -3,7 +3,10 @@
  * a loop, from the bottom of a call chain of a given depth (each level a function that is never
  * inlined, so every level is a frame the unwinder walks through).
  *
- * Usage: debug-trace DEPTH ITERATIONS; prints "ns_per_pair=N". Run it under
+ * Usage: debug-trace DEPTH ITERATIONS; prints "ns_per_pair=N": the loop's time, by the thread's
+ * CPU clock when DEBUG_TRACE_CLOCK=cpu (on a shared machine the wall clock also counts the
+ * time other processes held the CPU; under Valgrind the thread's CPU time includes
+ * Valgrind's own work, which runs on it), else by the monotonic clock. Run it under
  * LD_PRELOAD=libfastmm5.so FASTMM5_DEBUG=1, or under valgrind (bench/debug-trace.sh does both).
  * Built with -DWITH_LIBUNWIND -lunwind, DEBUG_TRACE_CAPTURE=libunwind makes libunwind's
  * unw_backtrace (with its per-thread cache) libfastmm5's capture, through
@@ -43,10 +46,12 @@ static void use_libunwind(void)
 }
 #endif
 
+static clockid_t loop_clock = CLOCK_MONOTONIC;
+
 static double now_ns(void)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(loop_clock, &t);
     return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
@@ -78,6 +83,9 @@ int main(int argc, char **argv)
     }
     int depth = atoi(argv[1]);
     long iterations = atol(argv[2]);
+    const char *clock_name = getenv("DEBUG_TRACE_CLOCK");
+    if (clock_name != NULL && clock_name[0] == 'c')
+        loop_clock = CLOCK_THREAD_CPUTIME_ID;
     const char *capture = getenv("DEBUG_TRACE_CAPTURE");
     if (capture != NULL && capture[0] != '\0') {
 #ifdef WITH_LIBUNWIND

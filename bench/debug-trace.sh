@@ -6,11 +6,17 @@
 # a build whose capture is libgcc's _Unwind_Backtrace), and under Valgrind memcheck (glibc's
 # malloc, memcheck's own traces). Every round runs each column once in a fresh process, in turn;
 # the table gives the median ns per pair, the ratio to the traceless loop and, for the traced
-# columns, ns per captured frame: (traced - traceless) / (2 traces x 20 frames).
+# columns, ns per captured frame: (traced - traceless) / (2 traces x 20 frames), and, where
+# Valgrind ran, Valgrind's time over the traced column's, as the median of the per-round
+# ratios (each round's processes ran back to back, so a round shares the machine's load).
+# Times are the loop thread's CPU time (DEBUG_TRACE_CLOCK=cpu, the default here; =wall for the
+# monotonic clock): on a shared machine the wall clock also counts other processes' turns.
 #
 # Usage: bench/debug-trace.sh [LIBFASTMM5_SO [ROUNDS]]; ITERATIONS (200000), VALGRIND_ITERATIONS
 # (20000), LIBGCC_SO, BIN (the program; built here from bench/debug-trace.c when unset).
 set -eu
+DEBUG_TRACE_CLOCK=${DEBUG_TRACE_CLOCK:-cpu}
+export DEBUG_TRACE_CLOCK
 so=${1:-lib/.libs/libfastmm5.so}
 rounds=${2:-7}
 iters=${ITERATIONS:-200000}
@@ -58,13 +64,18 @@ for depth in 3 25; do
     done
 done
 
-printf '%-6s %-10s %12s %10s %14s\n' depth capture "ns/pair" "x no-trace" "ns/frame"
+printf '%-6s %-10s %12s %10s %14s %14s\n' depth capture "ns/pair" "x no-trace" "ns/frame" "valgrind/this"
 for depth in 3 25; do
     base=$(median <"$tmp/none.$depth")
     for c in $columns; do
         m=$(median <"$tmp/$c.$depth")
-        awk -v d="$depth" -v c="$c" -v m="$m" -v b="$base" 'BEGIN {
+        v=-
+        if [ $have_valgrind = yes ] && [ "$c" != valgrind ]; then
+            v=$(paste "$tmp/valgrind.$depth" "$tmp/$c.$depth" | awk '$2 > 0 { print $1 / $2 }' | median)
+            v=$(printf '%.2f' "$v")
+        fi
+        awk -v d="$depth" -v c="$c" -v m="$m" -v b="$base" -v v="$v" 'BEGIN {
             f = (c == "none" || c == "valgrind") ? "-" : sprintf("%.1f", (m - b) / 40)
-            printf "%-6s %-10s %12.0f %10.2f %14s\n", d, c, m, m / b, f }'
+            printf "%-6s %-10s %12.0f %10.2f %14s %14s\n", d, c, m, m / b, f, v }'
     done
 done
