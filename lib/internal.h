@@ -267,6 +267,7 @@ FM_INLINE unsigned fm_tcache_medium_bin_of(size_t block)
 typedef struct fm_tcache_bin {
     void *head; /* blocks linked through their first word, flagged FREE */
     unsigned count;
+    unsigned limit; /* fm_tcache_limits[class], here for free()'s push: no table to index */
 } fm_tcache_bin_t;
 typedef struct fm_tcache {
     fm_tcache_bin_t bins[FM_SMALL_CLASS_COUNT];
@@ -281,7 +282,7 @@ void fm_tcache_init(void);
 void fm_tcache_init_key(void);
 void *fm_tcache_refill(unsigned class_index);
 fm_tcache_t *fm_tcache_start(void); /* this thread's cache, made now if it has none; NULL: none */
-void fm_tcache_overflow(fm_tcache_t *tc, unsigned class_index);
+void fm_tcache_overflow(fm_tcache_bin_t *bin); /* one of this thread's bins */
 void fm_tcache_flush_current(void);
 void fm_tcache_fork_lock(void);
 void fm_tcache_fork_unlock(void);
@@ -301,8 +302,8 @@ FM_INLINE void fm_tcache_push(fm_tcache_t *tc, unsigned c, void *p, bool tracked
     else
         *(void **)p = bin->head;
     bin->head = p;
-    if (FM_UNLIKELY(++bin->count > fm_tcache_limits[c]))
-        fm_tcache_overflow(tc, c);
+    if (FM_UNLIKELY(++bin->count > bin->limit))
+        fm_tcache_overflow(bin);
 }
 
 /* Pushes a freed medium block of `block_size` bytes on the stack of its bin b (the caller has
