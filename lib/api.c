@@ -280,14 +280,23 @@ void fm_delete(void *p, size_t size, size_t alignment, unsigned how)
 {
     fm_tcache_t *tc = fm_tcache_current;
     if (FM_LIKELY(FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_slow_free))) {
-        uintptr_t entry = fm_pagemap_lookup(p);
-        if (FM_LIKELY((entry & FM_REGION_TYPE_MASK) == FM_REGION_MEDIUM_SPAN)) {
-            const fm_medium_span_t *ms = (const fm_medium_span_t *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK);
-            fm_small_span_t *s = fm_block_small_live(p, ms);
-            size_t block = s == NULL ? cacheable_medium_block(p, ms, tc) : 0;
-            if (FM_LIKELY(s != NULL || block != 0) && FM_LIKELY(delete_fits(p, size, alignment, how, s, block))) {
-                cache_put(tc, p, s, block, false);
-                return;
+        uintptr_t span = fm_pagemap_lookup(p) - FM_REGION_MEDIUM_SPAN; /* as in fastmm_free */
+        if (FM_LIKELY((span & FM_REGION_TYPE_MASK) == 0)) {
+            const fm_medium_span_t *ms = (const fm_medium_span_t *)span;
+            uint16_t flags;
+            fm_small_span_t *s = fm_block_small_live_flags(p, ms, &flags);
+            if (FM_LIKELY(s != NULL)) {
+                if (FM_LIKELY(delete_fits(p, size, alignment, how, s, 0))) {
+                    fm_flags_set(p, flags | FM_FLAG_FREE);
+                    fm_tcache_push(tc, s->class_index, p, false);
+                    return;
+                }
+            } else {
+                size_t block = cacheable_medium_block(p, ms, tc);
+                if (block != 0 && delete_fits(p, size, alignment, how, NULL, block)) {
+                    cache_put(tc, p, NULL, block, false);
+                    return;
+                }
             }
         }
     }
