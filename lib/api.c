@@ -34,10 +34,11 @@ FM_INLINE void *cache_take(fm_tcache_t *tc, size_t size, bool tracked)
         /* Only a plain freed small block's low flag bits read SMALL | FREE: a freed debug block
          * (DEBUG_INFO) is vetted first, and a damaged flag word reported, by fm_tcache_refill.
          * The same one compare as testing DEBUG_INFO alone. */
-        if (FM_LIKELY(b != NULL) && FM_LIKELY(fm_block_small_freed_plain(fm_flags_get(b)))) {
+        unsigned flags;
+        if (FM_LIKELY(b != NULL) && FM_LIKELY(fm_block_small_freed_plain(flags = fm_flags_get(b)))) {
             bin->head = tracked ? fm_link_get(b) : *(void **)b;
             bin->count--;
-            fm_flags_set(b, fm_flags_get(b) & ~FM_FLAG_FREE);
+            fm_flags_set(b, flags & ~FM_FLAG_FREE);
             if (tracked)
                 fm_track_alloc(b, size, fm_small_class_sizes[c] - 2u, false);
             return b;
@@ -231,13 +232,21 @@ FM_EXPORT void fastmm_free(void *p)
 {
     fm_tcache_t *tc = fm_tcache_current;
     if (FM_LIKELY(FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_slow_free))) { /* erase-freed, fm_track_on */
-        uintptr_t entry = fm_pagemap_lookup(p);
-        if (FM_LIKELY((entry & FM_REGION_TYPE_MASK) == FM_REGION_MEDIUM_SPAN)) {
-            const fm_medium_span_t *ms = (const fm_medium_span_t *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK);
-            fm_small_span_t *s = fm_block_small_live(p, ms);
-            size_t block = s == NULL ? cacheable_medium_block(p, ms, tc) : 0;
-            if (FM_LIKELY(s != NULL || block != 0)) {
-                cache_put(tc, p, s, block, false);
+        /* the entry less its type: the span's address if the entry names a medium span, else a
+         * number whose type bits are not 0 (an empty entry too) */
+        uintptr_t span = fm_pagemap_lookup(p) - FM_REGION_MEDIUM_SPAN;
+        if (FM_LIKELY((span & FM_REGION_TYPE_MASK) == 0)) {
+            const fm_medium_span_t *ms = (const fm_medium_span_t *)span;
+            uint16_t flags;
+            fm_small_span_t *s = fm_block_small_live_flags(p, ms, &flags);
+            if (FM_LIKELY(s != NULL)) {
+                fm_flags_set(p, flags | FM_FLAG_FREE);
+                fm_tcache_push(tc, s->class_index, p, false);
+                return;
+            }
+            size_t block = cacheable_medium_block(p, ms, tc);
+            if (block != 0) {
+                cache_put(tc, p, NULL, block, false);
                 return;
             }
         }
@@ -271,14 +280,23 @@ void fm_delete(void *p, size_t size, size_t alignment, unsigned how)
 {
     fm_tcache_t *tc = fm_tcache_current;
     if (FM_LIKELY(FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_slow_free))) {
-        uintptr_t entry = fm_pagemap_lookup(p);
-        if (FM_LIKELY((entry & FM_REGION_TYPE_MASK) == FM_REGION_MEDIUM_SPAN)) {
-            const fm_medium_span_t *ms = (const fm_medium_span_t *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK);
-            fm_small_span_t *s = fm_block_small_live(p, ms);
-            size_t block = s == NULL ? cacheable_medium_block(p, ms, tc) : 0;
-            if (FM_LIKELY(s != NULL || block != 0) && FM_LIKELY(delete_fits(p, size, alignment, how, s, block))) {
-                cache_put(tc, p, s, block, false);
-                return;
+        uintptr_t span = fm_pagemap_lookup(p) - FM_REGION_MEDIUM_SPAN; /* as in fastmm_free */
+        if (FM_LIKELY((span & FM_REGION_TYPE_MASK) == 0)) {
+            const fm_medium_span_t *ms = (const fm_medium_span_t *)span;
+            uint16_t flags;
+            fm_small_span_t *s = fm_block_small_live_flags(p, ms, &flags);
+            if (FM_LIKELY(s != NULL)) {
+                if (FM_LIKELY(delete_fits(p, size, alignment, how, s, 0))) {
+                    fm_flags_set(p, flags | FM_FLAG_FREE);
+                    fm_tcache_push(tc, s->class_index, p, false);
+                    return;
+                }
+            } else {
+                size_t block = cacheable_medium_block(p, ms, tc);
+                if (block != 0 && delete_fits(p, size, alignment, how, NULL, block)) {
+                    cache_put(tc, p, NULL, block, false);
+                    return;
+                }
             }
         }
     }

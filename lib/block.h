@@ -90,6 +90,22 @@ FM_INLINE bool fm_block_medium_live(const void *p, const fm_medium_span_t *ms)
 
 /* ---- small blocks, decoded ---- */
 
+/* The index of the block at p in small span s if p is exactly the start of one of its blocks,
+ * else a number >= s->total_blocks. One multiply and a rotation: with block_size = odd << k,
+ * x -> rotate_right(x * odd_inverse, k) is a bijection of 32-bit numbers that maps q * block_size
+ * to q for every block index q (q * block_size < 2^32, so x * odd_inverse = q << k exactly); so
+ * no other offset maps below total_blocks. p must lie less than 4 GiB above s (inside s's medium
+ * span), so that the offset's low 32 bits are all of it; offsets below the first block wrap to
+ * numbers no block has. */
+FM_INLINE uint32_t fm_small_block_index(const fm_small_span_t *s, const void *p)
+{
+    uint32_t offset = (uint32_t)((uintptr_t)p - (uintptr_t)s) - FM_SMALL_SPAN_HEADER;
+    uint32_t x = offset * s->odd_inverse;
+    unsigned k = s->odd_shift;
+    return x >> k | x << (-k & 31u);
+}
+FM_STATIC_ASSERT(FM_MEDIUM_MAX_SPAN < ((uint64_t)1 << 32), "a small block's offset in its span fits 32 bits");
+
 /*
  * A live plain small block of medium span ms, in a few loads: its flag word says small, in use,
  * not debug; the span header it names lies inside ms and carries the seal (its address xor the
@@ -97,25 +113,31 @@ FM_INLINE bool fm_block_medium_live(const void *p, const fm_medium_span_t *ms)
  * block of that span that the feed has handed out (the flag word of a block below fed_floor was
  * never written: it is whatever the memory held). A pointer that fails any test is not refused
  * here: it takes the full decoding (fm_block_decode), which finds the right report. Returns the
- * span, or NULL.
+ * span, or NULL, and in *flags the block's flag word as read (free() stores it back with FREE).
  */
-FM_INLINE fm_small_span_t *fm_block_small_live(const void *p, const fm_medium_span_t *ms)
+FM_INLINE fm_small_span_t *fm_block_small_live_flags(const void *p, const fm_medium_span_t *ms, uint16_t *flags_out)
 {
     uintptr_t first = (uintptr_t)ms + ms->first_block;
     if ((uintptr_t)p < first + FM_SMALL_SPAN_HEADER) /* then p - 2 and any span below p are ours */
         return NULL;
     uint16_t flags = fm_flags_get(p);
-    if ((flags & (FM_FLAG_SMALL | FM_FLAG_FREE | FM_FLAG_DEBUG_INFO)) != FM_FLAG_SMALL)
+    if (((flags ^ FM_FLAG_SMALL) & (FM_FLAG_SMALL | FM_FLAG_FREE | FM_FLAG_DEBUG_INFO)) != 0) /* SMALL alone */
         return NULL;
     fm_small_span_t *s = fm_small_span_named(p, flags);
-    if ((uintptr_t)s < first || fm_load_relaxed(&s->seal) != fm_small_seal_of(s))
+    /* s <= p, s inside ms and p inside ms (the pagemap): p - s is under FM_MEDIUM_MAX_SPAN */
+    if ((uintptr_t)s < first || (fm_load_relaxed(&s->seal) ^ fm_small_seal_key) != (uintptr_t)s)
         return NULL;
-    uint64_t offset = (uintptr_t)p - (uintptr_t)s - FM_SMALL_SPAN_HEADER; /* p >= s + 64: s <= p & ~63 */
-    uint64_t index = (offset * s->reciprocal) >> 32;
-    if (offset >= FM_MEDIUM_MAX_SPAN || index * s->block_size != offset || index >= s->total_blocks ||
-        !fm_small_is_fed(s, p))
+    if (fm_small_block_index(s, p) >= s->total_blocks ||
+        (uint32_t)((uintptr_t)p - (uintptr_t)s) < fm_load_relaxed(&s->fed_floor)) /* fm_small_is_fed */
         return NULL;
+    *flags_out = flags;
     return s;
+}
+
+FM_INLINE fm_small_span_t *fm_block_small_live(const void *p, const fm_medium_span_t *ms)
+{
+    uint16_t flags;
+    return fm_block_small_live_flags(p, ms, &flags);
 }
 
 /* A small block of medium span ms in any state (free, debug), found without trusting the span

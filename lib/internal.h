@@ -15,6 +15,16 @@
 #include <config.h>
 #endif
 
+/* The system headers the layer headers use, before every declaration below is made hidden. */
+#include <sched.h>
+#include <fastmm5.h>
+
+/* Every internal declaration is hidden, as its definition is (-fvisibility=hidden): the compiler
+ * then names a variable in the instruction that reads it, instead of loading its address from
+ * the GOT first (one instruction less per global read on the malloc and free paths). A system
+ * header first included below this line would be hidden too, and fail to link. */
+#pragma GCC visibility push(hidden)
+
 #include "base.h"
 #include "sync.h"
 #include "os.h"
@@ -22,8 +32,6 @@
 #include "kernels.h"
 #include "track.h"
 #include "hooks.h"
-
-#include <fastmm5.h>
 
 /* ---- pagemap.c: which OS region owns an address (fails closed) ---- */
 #define FM_REGION_MEDIUM_SPAN 1u
@@ -261,6 +269,7 @@ FM_INLINE unsigned fm_tcache_medium_bin_of(size_t block)
 typedef struct fm_tcache_bin {
     void *head; /* blocks linked through their first word, flagged FREE */
     unsigned count;
+    unsigned limit; /* fm_tcache_limits[class], here for free()'s push: no table to index */
 } fm_tcache_bin_t;
 typedef struct fm_tcache {
     fm_tcache_bin_t bins[FM_SMALL_CLASS_COUNT];
@@ -275,7 +284,7 @@ void fm_tcache_init(void);
 void fm_tcache_init_key(void);
 void *fm_tcache_refill(unsigned class_index);
 fm_tcache_t *fm_tcache_start(void); /* this thread's cache, made now if it has none; NULL: none */
-void fm_tcache_overflow(fm_tcache_t *tc, unsigned class_index);
+void fm_tcache_overflow(fm_tcache_bin_t *bin); /* one of this thread's bins */
 void fm_tcache_flush_current(void);
 void fm_tcache_fork_lock(void);
 void fm_tcache_fork_unlock(void);
@@ -295,8 +304,8 @@ FM_INLINE void fm_tcache_push(fm_tcache_t *tc, unsigned c, void *p, bool tracked
     else
         *(void **)p = bin->head;
     bin->head = p;
-    if (FM_UNLIKELY(++bin->count > fm_tcache_limits[c]))
-        fm_tcache_overflow(tc, c);
+    if (FM_UNLIKELY(++bin->count > bin->limit))
+        fm_tcache_overflow(bin);
 }
 
 /* Pushes a freed medium block of `block_size` bytes on the stack of its bin b (the caller has
@@ -536,5 +545,7 @@ unsigned fm_tuning_min_alignment(void);
 void fm_tuning_start(void); /* from init.c once the options are read: FASTMM5_MIN_ALIGNMENT */
 
 #include "guard.h"
+
+#pragma GCC visibility pop
 
 #endif

@@ -77,16 +77,18 @@ typedef struct fm_small_span {
     uint32_t blocks_in_use;             /* unfed blocks count as in use: no early release */
     /* For free()'s fast validation (api.c), so that it need not visit the manager or the
      * medium span's bitmap: the span's address xor a per-process random key while the span is
-     * a live small span (0 once released), copies of the manager's class geometry, and how far
-     * down the feed has come (a block below fed_floor was never handed out: its flag word is
-     * whatever the memory held, so it must not be read as one). */
+     * a live small span (0 once released), the class geometry, and how far down the feed has
+     * come (a block below fed_floor was never handed out: its flag word is whatever the memory
+     * held, so it must not be read as one). block_size is odd_part << odd_shift; odd_inverse is
+     * odd_part's inverse modulo 2^32 (fm_small_block_index). */
     uintptr_t seal;
-    uint32_t reciprocal;
+    uint32_t odd_inverse;
     uint32_t fed_floor;                 /* offset of the lowest block the feed has handed out */
     uint16_t block_size;
     uint8_t class_index;
     uint8_t in_partial_list;
-    uint8_t pad[64 - 5 * sizeof(void *) - 20 - 2];
+    uint8_t odd_shift;
+    uint8_t pad[64 - 5 * sizeof(void *) - 20 - 3];
     uint16_t first_block_flags;
 } fm_small_span_t;
 FM_STATIC_ASSERT(sizeof(fm_small_span_t) == FM_SMALL_SPAN_HEADER,

@@ -50,6 +50,16 @@ static void set_up_locked(fm_small_manager_t *m)
     size_spans(m);
 }
 
+/* The inverse of an odd number modulo 2^32, by Newton's iteration: odd * odd is 1 modulo 8,
+ * and each step doubles the bits that are right (3, 6, 12, 24, 48). */
+static uint32_t odd_inverse(uint32_t odd)
+{
+    uint32_t x = odd;
+    for (int i = 0; i < 4; i++)
+        x *= 2u - odd * x;
+    return x;
+}
+
 FM_INLINE uint16_t flags_for(const fm_small_span_t *span, const void *p)
 {
     return (uint16_t)((((uintptr_t)p - (uintptr_t)span) & ~(uintptr_t)63) >> 3) | FM_FLAG_SMALL;
@@ -199,7 +209,8 @@ static void *new_span_locked(fm_small_manager_t *m)
     s->in_partial_list = 0;
     s->total_blocks = (uint32_t)blocks;
     fm_store_relaxed(&s->blocks_in_use, (uint32_t)blocks); /* unfed blocks count as in use */
-    s->reciprocal = m->reciprocal;
+    s->odd_shift = (uint8_t)fm_ctz32(m->block_size);
+    s->odd_inverse = odd_inverse(m->block_size >> s->odd_shift);
     s->block_size = m->block_size;
     s->class_index = (uint8_t)m->class_index;
     fm_store_relaxed(&s->seal, fm_small_seal_of(s));

@@ -30,8 +30,9 @@
  * read as much as the scanner has (history_size), and then reports the race anyway.
  */
 #if defined(__SANITIZE_THREAD__)
-void AnnotateIgnoreReadsBegin(const char *file, int line);
-void AnnotateIgnoreReadsEnd(const char *file, int line);
+/* TSan's runtime defines them: default visibility, whatever header pragma is in force */
+FM_EXPORT void AnnotateIgnoreReadsBegin(const char *file, int line);
+FM_EXPORT void AnnotateIgnoreReadsEnd(const char *file, int line);
 #define fm_tsan_ignore_reads_begin() AnnotateIgnoreReadsBegin(__FILE__, __LINE__)
 #define fm_tsan_ignore_reads_end() AnnotateIgnoreReadsEnd(__FILE__, __LINE__)
 #else

@@ -199,7 +199,7 @@ static fm_tcache_t *create(void)
     }
     if (!tc->kept) { /* else it comes with an exited thread's blocks */
         for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++)
-            tc->bins[c] = (fm_tcache_bin_t){NULL, 0};
+            tc->bins[c] = (fm_tcache_bin_t){NULL, 0, fm_tcache_limits[c]};
         tc->medium_bytes = 0;
         for (unsigned b = 0; b < FM_TCACHE_MEDIUM_BINS; b++)
             tc->medium[b] = NULL;
@@ -274,9 +274,9 @@ bool fm_tcache_small_put(void *p, unsigned c)
 }
 
 /* The bin is over its limit: return its older half to the arenas. */
-void fm_tcache_overflow(fm_tcache_t *tc, unsigned c)
+void fm_tcache_overflow(fm_tcache_bin_t *bin)
 {
-    flush_bin(&tc->bins[c], fm_tcache_limits[c] / 2u);
+    flush_bin(bin, bin->limit / 2u);
 }
 
 /* This thread's cache, and the kept ones of exited threads, back to the arenas. */

@@ -329,6 +329,34 @@ static void *free_only(void *arg)
     return cached ? p : NULL;
 }
 
+/* Guards free()'s exact position check (fm_small_block_index, block.h): for a span of every
+ * class, each byte offset from the span header up to the largest medium span counts as a block
+ * start exactly when it is one of the span's blocks, offsets inside the header included (they
+ * wrap). A wrong inverse or shift accepts an interior pointer or refuses a block. */
+START_TEST(small_block_index_exact)
+{
+    for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++) {
+        unsigned size = fm_small_class_sizes[c];
+        void *p = fastmm_malloc(size - 2u);
+        ck_assert_ptr_nonnull(p);
+        uintptr_t entry = fm_pagemap_lookup(p);
+        ck_assert_uint_eq(entry & FM_REGION_TYPE_MASK, FM_REGION_MEDIUM_SPAN);
+        const fm_small_span_t *s = fm_block_small_live(p, (const fm_medium_span_t *)(entry - FM_REGION_MEDIUM_SPAN));
+        ck_assert_ptr_nonnull(s);
+        ck_assert_uint_eq(s->block_size, size);
+        size_t next = FM_SMALL_SPAN_HEADER, index = 0; /* the next block start and its index */
+        for (size_t off = 0; off < FM_MEDIUM_MAX_SPAN; off++) {
+            bool start = off == next && index < s->total_blocks;
+            if ((fm_small_block_index(s, (const char *)s + off) < s->total_blocks) != start)
+                ck_abort_msg("class %u (%u bytes): offset %zu taken for a block start: %d", c, size, off, !start);
+            if (off == next)
+                next += size, index++;
+        }
+        fastmm_free(p);
+    }
+}
+END_TEST
+
 /* Guards: a thread whose first call is free() (a consumer of blocks other threads allocated)
  * gets a thread cache then and there, and the block goes into it; without one, each of its
  * frees took an arena lock or the pending stack. */
@@ -378,6 +406,7 @@ int main(void)
     tcase_add_test(tc, medium_block_bin_inline_matches);
     tcase_add_test(tc, medium_big_request_served_by_home_arena);
     tcase_add_test(tc, first_free_makes_thread_cache);
+    tcase_add_test(tc, small_block_index_exact);
     suite_add_tcase(s, tc);
     tc = tcase_create("large_trim");
     /* this order: without fork mode the second one's thread would stop the first one's trims */
