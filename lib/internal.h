@@ -444,7 +444,6 @@ bool fm_symbolize(uintptr_t address, char *name, size_t name_cap, char *where, s
 /* ---- unwind.c (x86-64) ---- */
 void fm_unwind_fork_prepare(void); /* no walk inside the dynamic loader across a fork */
 void fm_unwind_fork_done(void);
-void fm_unwind_init_key(void); /* the key that unmaps a thread's walk memory at its exit */
 void fm_unwind_note_unload(void); /* an object was unloaded (lib/dlclose.c) */
 /* Whether every unload the program asks for reaches fm_unwind_note_unload. */
 void fm_unwind_trust_unload_notes(bool trust);

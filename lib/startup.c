@@ -59,7 +59,6 @@ void fm_init_once(void)
         fm_debug_init();
         fm_store_release(&fm_ready, true);
         fm_tcache_init_key();
-        fm_unwind_init_key();
     }
     fm_lock_release(&init_lock);
     fm_hooks.heap_ready();

@@ -144,6 +144,7 @@ typedef struct walk_memory {
 
 static __thread walk_memory_t *memory __attribute__((tls_model("initial-exec")));
 static pthread_key_t memory_key;
+static pthread_once_t memory_key_once = PTHREAD_ONCE_INIT;
 static bool memory_key_made;
 
 static void memory_at_exit(void *m)
@@ -152,8 +153,9 @@ static void memory_at_exit(void *m)
     munmap(m, MEMORY_BYTES);
 }
 
-/* pthread_key_create allocates nothing; called once, while the heap starts. */
-void fm_unwind_init_key(void)
+/* pthread_key_create allocates nothing; made at the first capture, so that a process without
+ * debug mode's traces has no key of this library's besides the thread caches'. */
+static void make_memory_key(void)
 {
     if (pthread_key_create(&memory_key, memory_at_exit) == 0)
         fm_store_release(&memory_key_made, true);
@@ -165,8 +167,11 @@ static walk_memory_t *walk_memory(void)
     walk_memory_t *m = memory;
     if (FM_LIKELY(m != NULL))
         return m == MEMORY_GONE ? NULL : m;
-    if (!fm_load_acquire(&memory_key_made))
-        return NULL; /* the heap has not started: walk without */
+    pthread_once(&memory_key_once, make_memory_key);
+    if (!fm_load_acquire(&memory_key_made)) {
+        memory = MEMORY_GONE; /* walk without */
+        return NULL;
+    }
     void *p = mmap(NULL, MEMORY_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL; /* tried again at the next capture */
@@ -594,9 +599,10 @@ static unsigned long forget_unloaded(uint64_t *t)
     return fm_load_acquire(&epoch);
 }
 
-void fm_unwind_note_unload(void) { __atomic_add_fetch(&epoch, 1, __ATOMIC_ACQ_REL); }
+/* Every process calls these (dlclose.c: at start-up, at each dlclose): kept with the hot code. */
+FM_EVERY_PROCESS void fm_unwind_note_unload(void) { __atomic_add_fetch(&epoch, 1, __ATOMIC_ACQ_REL); }
 
-void fm_unwind_trust_unload_notes(bool trust) { fm_store_release(&told_of_unloads, trust); }
+FM_EVERY_PROCESS void fm_unwind_trust_unload_notes(bool trust) { fm_store_release(&told_of_unloads, trust); }
 
 FM_INLINE unsigned slot_of(uintptr_t pc)
 {
@@ -904,9 +910,8 @@ libgcc:
 
 #else
 
-void fm_unwind_init_key(void) {}
-void fm_unwind_note_unload(void) {}
-void fm_unwind_trust_unload_notes(bool trust) { (void)trust; }
+FM_EVERY_PROCESS void fm_unwind_note_unload(void) {}
+FM_EVERY_PROCESS void fm_unwind_trust_unload_notes(bool trust) { (void)trust; }
 FM_EVERY_PROCESS void fm_unwind_fork_prepare(void) {}
 FM_EVERY_PROCESS void fm_unwind_fork_done(void) {}
 

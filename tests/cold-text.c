@@ -16,8 +16,8 @@
  * mapping (the nearest exported name is printed too; look the offset up with nm -n on the
  * library and the segment's address from readelf -l). The control, in a child: debug mode, whose
  * code lies there, must fault the same way, else the check proves nothing. Start-up code (run at
- * the first allocation, before main) is not covered: it has run by the time the text can be
- * protected.
+ * the first allocation, before main) has run by the time the text can be protected: for it, the
+ * seldom-used mapping must have no resident page when main starts (/proc/self/smaps).
  * Skips (77) where the library has one executable segment (a linker without the script), on
  * other targets than x86-64 (not checked there yet: hot code calls libgcc helpers, which the
  * script leaves with the hot code, but nobody has run this there natively), where FASTMM5_*
@@ -65,6 +65,29 @@ static bool find_seldom_text(void)
     }
     fclose(f);
     return found == 2;
+}
+
+/* The resident size of the seldom-used mapping (kB, from /proc/self/smaps), -1 if unknown. A
+ * fault anywhere maps pages only inside its own mapping, so anything above 0 here means code of
+ * that segment ran (or was read) before main: at start-up, which the fault check below cannot
+ * cover. */
+static long seldom_text_rss_kb(void)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (f == NULL)
+        return -1;
+    char line[512];
+    bool in = false;
+    long kb = -1;
+    while (fgets(line, sizeof line, f) != NULL) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, ':') != NULL && strstr(line, " kB") == NULL)
+            in = lo == seldom_start;
+        else if (in && sscanf(line, "Rss: %ld kB", &kb) == 1)
+            break;
+    }
+    fclose(f);
+    return kb;
 }
 
 static void on_segv(int sig, siginfo_t *info, void *context)
@@ -170,6 +193,11 @@ int main(void)
         printf("cold-text: libfastmm5 has one executable mapping (built without lib/seldom-text.ld): "
                "skipped\n");
         return 77;
+    }
+    long rss = seldom_text_rss_kb();
+    if (rss > 0) {
+        printf("FAIL: start-up ran seldom-used code: %ld kB of that segment are resident before main\n", rss);
+        return 1;
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
