@@ -212,61 +212,52 @@ bool fm_kernels_asm_usable(void)
 }
 
 #if defined(FASTMM_ASM_X86_64)
-static bool avx2_probe(void)
+/* Whether cpuid leaf 1 reports every feature of ecx_bits (OSXSAVE among them: xgetbv exists),
+ * XCR0 says the OS saves every state of xcr0_bits, and cpuid leaf 7 reports every feature of
+ * ebx_bits. */
+static bool x86_probe(unsigned ecx_bits, unsigned xcr0_bits, unsigned ebx_bits)
 {
     unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE) || !(c & bit_AVX))
+    if (!__get_cpuid(1, &a, &b, &c, &d) || (c & ecx_bits) != ecx_bits)
         return false;
     unsigned lo, hi;
-    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0)); /* XCR0: the OS saves SSE and AVX state */
-    if ((lo & 6u) != 6u)
+    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & xcr0_bits) != xcr0_bits)
         return false;
-    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_AVX2);
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & ebx_bits) == ebx_bits;
+}
+
+/* Asked once per feature set: cpuid traps to the hypervisor on a virtual machine (microseconds
+ * each). *known: -1 until asked. */
+static bool x86_probed(int *known, unsigned ecx_bits, unsigned xcr0_bits, unsigned ebx_bits)
+{
+    int k = __atomic_load_n(known, __ATOMIC_RELAXED);
+    if (k < 0) {
+        k = x86_probe(ecx_bits, xcr0_bits, ebx_bits);
+        __atomic_store_n(known, k, __ATOMIC_RELAXED);
+    }
+    return k != 0;
 }
 #endif
 
-/* Asked once: cpuid traps to the hypervisor on a virtual machine (microseconds each). */
+/* AVX and AVX2, and XCR0 bits 1 and 2: the OS saves the SSE and AVX state. */
 bool fm_kernels_avx2_usable(void)
 {
 #if defined(FASTMM_ASM_X86_64)
     static int known = -1;
-    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
-    if (k < 0) {
-        k = avx2_probe();
-        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
-    }
-    return k != 0;
+    return x86_probed(&known, bit_OSXSAVE | bit_AVX, 0x6u, bit_AVX2);
 #else
     return false;
 #endif
 }
 
-#if defined(FASTMM_ASM_X86_64)
 /* AVX512F and AVX512BW (byte compares into mask registers), and XCR0 bits 1, 2, 5, 6 and 7: the
  * OS saves the SSE, AVX, opmask and both halves of the ZMM state. */
-static bool avx512_probe(void)
-{
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE))
-        return false;
-    unsigned lo, hi;
-    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    if ((lo & 0xE6u) != 0xE6u)
-        return false;
-    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & bit_AVX512F) && (b & bit_AVX512BW);
-}
-#endif
-
 bool fm_kernels_avx512_usable(void)
 {
 #if defined(FASTMM_ASM_X86_64)
     static int known = -1;
-    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
-    if (k < 0) {
-        k = avx512_probe();
-        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
-    }
-    return k != 0;
+    return x86_probed(&known, bit_OSXSAVE, 0xE6u, bit_AVX512F | bit_AVX512BW);
 #else
     return false;
 #endif
