@@ -120,10 +120,7 @@ static uint32_t capture_trace(unsigned depth)
         for (unsigned i = 0; i < KNOWN_TRACES; i++)
             if (known_traces.stamp[i] == stamp)
                 return known_traces.id[i];
-    if (where != trace)
-        memcpy(trace, where, n * sizeof *trace);
-    if (n < depth)
-        memset(trace + n, 0, (depth - n) * sizeof *trace);
+    fm_stack_settle(trace, depth, n, where);
     uint32_t id = fm_tracetab_intern(trace, depth);
     if (stamp != 0 && id != FM_TRACE_LOST) {
         unsigned k = known_traces.next++ % KNOWN_TRACES;

@@ -415,6 +415,7 @@ void fm_delete_slow(void *p, size_t size, size_t alignment, unsigned how);
 void fm_stack_init(void);
 void fm_stack_capture(uintptr_t *out, unsigned depth);
 unsigned fm_stack_capture_stamped(uintptr_t *out, unsigned depth, uint64_t *stamp, const uintptr_t **where);
+void fm_stack_settle(uintptr_t *out, unsigned depth, unsigned n, const uintptr_t *where);
 void fm_stack_format(fm_report_t *r, const uintptr_t *trace, unsigned depth);
 /* The current call's stack, captured before a report's lock is taken, printed inside it. */
 #define FM_STACK_CURRENT_DEPTH 20u

@@ -110,6 +110,13 @@ void fm_stack_capture(uintptr_t *out, unsigned depth)
     uint64_t stamp;
     const uintptr_t *where;
     unsigned n = fm_stack_capture_stamped(out, depth, &stamp, &where);
+    fm_stack_settle(out, depth, n, where);
+}
+
+/* The n frames of a stamped capture into out[0, n), where they are not already, and zeros in
+ * out[n, depth). */
+void fm_stack_settle(uintptr_t *out, unsigned depth, unsigned n, const uintptr_t *where)
+{
     if (where != out)
         memcpy(out, where, n * sizeof *out);
     if (n < depth)

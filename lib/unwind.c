@@ -103,10 +103,10 @@ static __thread struct {
  * below) and at the call. A walk writes the set it was given and also looks in the other one.
  *
  * replay: whole walks, each as the list of stack words it read (where, relative to the stack
- * pointer it started from, and what it found) and which of them it returned. A walk is a
+ * pointer it started from, and what it found) and the frames it returned. A walk is a
  * function of its starting registers, the words it reads and the rules of the addresses it
  * meets; so a capture that starts at a recorded stack pointer (and base pointer, where the walk
- * used the one it started with), under the same unload count, and finds every recorded word
+ * used the one it started with), under the same unload epoch, and finds every recorded word
  * unchanged, would repeat the recorded walk exactly: it returns the recorded frames after one
  * load and compare per word, with no rule to look up and no bound to check (the recorded reads
  * all passed them). A loop that allocates from one place captures this way every time after
