@@ -1134,8 +1134,11 @@ bool fm_debug_scan_block(const void *outer)
         uint16_t flags_before = fm_load_acquire(fm_flags_of(h));
         if (!(flags_before & FM_FLAG_DEBUG_INFO))
             return false;
+        /* optimistic reads, validated below (sync.h); memcheck may hold a block freed meanwhile
+         * inaccessible, which is no program error */
+        fm_track_quiet(true);
         uint32_t number_before = fm_load_relaxed(&h->allocation_number);
-        fm_tsan_ignore_reads_begin(); /* optimistic reads, validated below (sync.h) */
+        fm_tsan_ignore_reads_begin();
         if ((flags_before & FM_FLAG_FREE) || h->flags == FLAGS_FREED) /* freed, or waiting in the quarantine */
             problem = freed_block_problem(h, false);
         else if (!header_ok(h))
@@ -1145,11 +1148,14 @@ bool fm_debug_scan_block(const void *outer)
         else
             problem = -1;
         fm_tsan_ignore_reads_end();
+        bool unchanged = false;
+        if (problem >= 0) {
+            __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            unchanged = fm_flags_get(h) == flags_before && fm_load_relaxed(&h->allocation_number) == number_before;
+        }
+        fm_track_quiet(false);
         if (problem < 0)
             return false;
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        bool unchanged = fm_flags_get(h) == flags_before &&
-                         fm_load_relaxed(&h->allocation_number) == number_before;
         if (unchanged && problem == FASTMM_EVENT_MODIFIED_AFTER_FREE)
             break; /* nobody rewrites a block while it stays freed: no retry (FastMM5 4.8) */
         fm_os_yield();
@@ -1269,7 +1275,10 @@ bool fm_debug_block_details(const void *outer, fm_debug_details_t *out)
     const debug_header_t *h = outer;
     if (!(fm_flags_get(outer) & FM_FLAG_DEBUG_INFO))
         return false;
-    fm_tsan_ignore_reads_begin(); /* a snapshot of a block its owner may rewrite (sync.h) */
+    /* A snapshot of a block its owner may rewrite or free meanwhile (sync.h): memcheck may by
+     * then hold the freed block inaccessible, which is no program error. */
+    fm_tsan_ignore_reads_begin();
+    fm_track_quiet(true);
     /* The trace ids lie past the user bytes: read them only through a size the checksum
      * vouched for, read once, or a walk racing the owner would read outside the block. */
     size_t user_size = h->user_size;
@@ -1284,6 +1293,7 @@ bool fm_debug_block_details(const void *outer, fm_debug_details_t *out)
     out->free_trace = freed ? (ok ? frames_at(h, user_size, true) : no_frames) : NULL;
     out->depth = h->stack_depth;
     out->freed = freed;
+    fm_track_quiet(false);
     fm_tsan_ignore_reads_end();
     return ok;
 }

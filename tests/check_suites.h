@@ -24,10 +24,15 @@
 #if __has_include(<valgrind/memcheck.h>)
 #include <valgrind/memcheck.h>
 #define TEST_MAKE_DEFINED(p, n) ((void)VALGRIND_MAKE_MEM_DEFINED((p), (n)))
+/* What memcheck holds of memory another thread freed, for tests of the library's racy reads. */
+#define TEST_MAKE_NOACCESS(p, n) ((void)VALGRIND_MAKE_MEM_NOACCESS((p), (n)))
+#define TEST_MEMCHECK_ERRORS() ((unsigned)VALGRIND_COUNT_ERRORS)
 #endif
 #endif
 #ifndef TEST_MAKE_DEFINED
 #define TEST_MAKE_DEFINED(p, n) ((void)(p), (void)(n))
+#define TEST_MAKE_NOACCESS(p, n) ((void)(p), (void)(n))
+#define TEST_MEMCHECK_ERRORS() 0u
 #endif
 
 /* One constructor per module; check_main.c puts them all in one SRunner. */
