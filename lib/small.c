@@ -300,16 +300,26 @@ static unsigned take_many_locked(fm_small_manager_t *m, void **chain, unsigned w
         p = next;
     }
     free_chain_locked(m, p); /* more than wanted: back to their spans */
+    /* A span's free list is taken as it is linked, as many blocks as are still wanted: walked
+     * once to find where to cut it, and only its last block taken is relinked (onto the blocks
+     * already taken). */
     while (n < want && m->partial_head != NULL) {
         fm_small_span_t *s = m->partial_head;
-        void *b = s->first_free;
-        s->first_free = fm_link_get(b);
-        change_in_use(s, 1);
-        if (s->first_free == NULL)
+        void *first = s->first_free, *last = first;
+        unsigned k = 1;
+        void *rest = fm_link_get(first);
+        while (rest != NULL && n + k < want) {
+            last = rest;
+            rest = fm_link_get(rest);
+            k++;
+        }
+        s->first_free = rest;
+        change_in_use(s, (int)k);
+        if (rest == NULL)
             partial_remove(m, s);
-        fm_link_set(b, head);
-        head = b;
-        n++;
+        fm_link_set(last, head);
+        head = first;
+        n += k;
     }
     m->served += n;
     *chain = head;
@@ -343,39 +353,14 @@ static unsigned feed_try_many(fm_small_manager_t *m, void **chain, unsigned want
     }
 }
 
-/* Freed debug blocks are checked before they are handed out again; a damaged one is reported
- * and left out (quarantined: it stays counted in its span, so it is never reused). */
-static unsigned vet_chain(void **chain, unsigned n)
-{
-    void *kept = NULL; /* the last block kept, whose link leads on; NULL: *chain does */
-    for (void *b = *chain; b != NULL;) {
-        void *next = fm_link_get(b);
-        if ((fm_flags_get(b) & FM_FLAG_DEBUG_INFO) && !fm_hooks.debug_check_reuse(b)) {
-            if (kept == NULL)
-                *chain = next;
-            else
-                fm_link_set(kept, next);
-            n--;
-        } else {
-            kept = b;
-        }
-        b = next;
-    }
-    return n;
-}
-
 static unsigned alloc_batch_unvetted(unsigned class_index, void **chain, unsigned want);
 
+/* The blocks come unvetted: the thread cache, the only caller, vets each one as it hands it
+ * out (a freed debug block is checked then, a damaged one reported and left out), so the batch
+ * is not walked a second time here. */
 unsigned fm_small_alloc_batch(unsigned class_index, void **chain, unsigned want)
 {
-    for (;;) {
-        unsigned raw = alloc_batch_unvetted(class_index, chain, want);
-        if (raw == 0)
-            return 0; /* out of memory */
-        unsigned n = vet_chain(chain, raw);
-        if (n != 0)
-            return n;
-    }
+    return alloc_batch_unvetted(class_index, chain, want);
 }
 
 static unsigned alloc_batch_unvetted(unsigned class_index, void **chain, unsigned want)

@@ -372,6 +372,45 @@ START_TEST(first_free_makes_thread_cache)
 }
 END_TEST
 
+/* Guards the thread cache's overflow (tcache.c, flush_bin): a bin over its limit gives back its
+ * older blocks and keeps the newest, the block just freed on top, so the next allocation of
+ * the class gets the block most likely still in the CPU's caches; the kept stack is exactly
+ * as long as its count says. Giving back from the top instead sent the block just freed
+ * straight to the arena. */
+START_TEST(tcache_overflow_keeps_newest)
+{
+    fm_tcache_t *tc = fm_tcache_start();
+    ck_assert_ptr_nonnull(tc);
+    unsigned c = fm_small_class_of(100);
+    fm_tcache_bin_t *bin = &tc->bins[c];
+    unsigned n = 2u * bin->limit + 2u;
+    void **blocks = calloc(n, sizeof *blocks);
+    ck_assert_ptr_nonnull(blocks);
+    for (unsigned i = 0; i < n; i++) {
+        blocks[i] = fastmm_malloc(100);
+        ck_assert_ptr_nonnull(blocks[i]);
+    }
+    unsigned i = 0;
+    while (bin->count != bin->limit) { /* reached within limit + 1 frees, whatever it held */
+        ck_assert_uint_lt(i, n - 1u);
+        fastmm_free(blocks[i++]);
+    }
+    void *last = blocks[i++];
+    fastmm_free(last); /* over the limit: half goes back */
+    ck_assert_uint_eq(bin->count, bin->limit / 2u);
+    ck_assert_ptr_eq(bin->head, last);
+    unsigned length = 0;
+    for (void *b = bin->head; b != NULL; b = *(void **)b)
+        length++;
+    ck_assert_uint_eq(length, bin->count);
+    ck_assert_ptr_eq(fastmm_malloc(100), last);
+    fastmm_free(last);
+    for (; i < n; i++)
+        fastmm_free(blocks[i]);
+    free(blocks);
+}
+END_TEST
+
 /* Guards the kept mappings' budget (large.c): with hundreds of MiB of live large blocks, a freed
  * 24 MiB block's mapping is kept for the next request (a fixed 32 MiB budget, 16 MiB a mapping,
  * unmapped it, and its next user faulted every page in again). */
@@ -406,6 +445,7 @@ int main(void)
     tcase_add_test(tc, medium_block_bin_inline_matches);
     tcase_add_test(tc, medium_big_request_served_by_home_arena);
     tcase_add_test(tc, first_free_makes_thread_cache);
+    tcase_add_test(tc, tcache_overflow_keeps_newest);
     tcase_add_test(tc, small_block_index_exact);
     suite_add_tcase(s, tc);
     tc = tcase_create("large_trim");
