@@ -37,7 +37,7 @@ FM_INLINE void *cache_take(fm_tcache_t *tc, size_t size, bool tracked)
         unsigned flags;
         if (FM_LIKELY(b != NULL) && FM_LIKELY(fm_block_small_freed_plain(flags = fm_flags_get(b)))) {
             bin->head = tracked ? fm_link_get(b) : *(void **)b;
-            bin->count--;
+            bin->room++;
             fm_flags_set(b, flags & ~FM_FLAG_FREE);
             if (tracked)
                 fm_track_alloc(b, size, fm_small_class_sizes[c] - 2u, false);

@@ -54,7 +54,7 @@ void fm_tcache_init(void)
  * the next allocations. */
 static void flush_bin(fm_tcache_bin_t *bin, unsigned keep)
 {
-    if (bin->count <= keep)
+    if (fm_tcache_bin_count(bin) <= keep)
         return;
     void *chain = bin->head;
     if (keep == 0) {
@@ -66,7 +66,7 @@ static void flush_bin(fm_tcache_bin_t *bin, unsigned keep)
         chain = fm_link_get(last);
         fm_link_set(last, NULL);
     }
-    bin->count = keep;
+    bin->room = (int)(bin->limit - keep);
     fm_small_free_chain(chain);
 }
 
@@ -208,7 +208,7 @@ static fm_tcache_t *create(void)
     }
     if (!tc->kept) { /* else it comes with an exited thread's blocks */
         for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++)
-            tc->bins[c] = (fm_tcache_bin_t){NULL, 0, fm_tcache_limits[c]};
+            tc->bins[c] = (fm_tcache_bin_t){NULL, (int)fm_tcache_limits[c], fm_tcache_limits[c]};
         tc->medium_bytes = 0;
         for (unsigned b = 0; b < FM_TCACHE_MEDIUM_BINS; b++)
             tc->medium[b] = NULL;
@@ -251,11 +251,11 @@ void *fm_tcache_refill(unsigned c)
             unsigned got = fm_small_alloc_batch(c, &bin->head, fm_tcache_limits[c] / 2u + 1u);
             if (got == 0)
                 return NULL;
-            bin->count = got;
+            bin->room = (int)(bin->limit - got);
         }
         void *b = bin->head;
         bin->head = fm_link_get(b);
-        bin->count--;
+        bin->room++;
         /* a freed debug block (debug.c caches them) is vetted as the arenas vet one; a damaged
          * one is reported and stays out, in use, as the arenas quarantine it. So does a plain
          * block whose flag word was overwritten while it was free (a write just before it, or

@@ -391,18 +391,18 @@ START_TEST(tcache_overflow_keeps_newest)
         ck_assert_ptr_nonnull(blocks[i]);
     }
     unsigned i = 0;
-    while (bin->count != bin->limit) { /* reached within limit + 1 frees, whatever it held */
+    while (fm_tcache_bin_count(bin) != bin->limit) { /* reached within limit + 1 frees, whatever it held */
         ck_assert_uint_lt(i, n - 1u);
         fastmm_free(blocks[i++]);
     }
     void *last = blocks[i++];
     fastmm_free(last); /* over the limit: half goes back */
-    ck_assert_uint_eq(bin->count, bin->limit / 2u);
+    ck_assert_uint_eq(fm_tcache_bin_count(bin), bin->limit / 2u);
     ck_assert_ptr_eq(bin->head, last);
     unsigned length = 0;
     for (void *b = bin->head; b != NULL; b = *(void **)b)
         length++;
-    ck_assert_uint_eq(length, bin->count);
+    ck_assert_uint_eq(length, fm_tcache_bin_count(bin));
     ck_assert_ptr_eq(fastmm_malloc(100), last);
     fastmm_free(last);
     for (; i < n; i++)
