@@ -118,17 +118,23 @@ static void release_span_locked(fm_small_manager_t *m, fm_small_span_t *s)
     fm_medium_free(s);
 }
 
-static void free_locked(fm_small_manager_t *m, void *p)
+/* Frees k blocks of span s linked first .. last (last's link is overwritten): one update of
+ * the span's count and one splice onto its free list. */
+static void free_run_locked(fm_small_manager_t *m, fm_small_span_t *s, void *first, void *last, unsigned k)
 {
-    fm_small_span_t *s = fm_small_span_named(p, fm_flags_get(p));
-    if (change_in_use(s, -1) == 0 && !fm_load_relaxed(&fm_small_keep_empty_spans)) {
+    if (change_in_use(s, -(int)k) == 0 && !fm_load_relaxed(&fm_small_keep_empty_spans)) {
         release_span_locked(m, s);
         return;
     }
-    fm_link_set(p, s->first_free);
-    s->first_free = p;
+    fm_link_set(last, s->first_free);
+    s->first_free = first;
     if (!s->in_partial_list)
         partial_insert(m, s);
+}
+
+static void free_locked(fm_small_manager_t *m, void *p)
+{
+    free_run_locked(m, fm_small_span_named(p, fm_flags_get(p)), p, p, 1);
 }
 
 static void free_chain_locked(fm_small_manager_t *m, void *b)
@@ -410,8 +416,8 @@ void fm_small_free_chain(void *chain)
 {
     fm_small_manager_t *held = NULL;
     while (chain != NULL) {
-        void *next = fm_link_get(chain);
-        fm_small_manager_t *m = fm_small_span_named(chain, fm_flags_get(chain))->manager;
+        fm_small_span_t *s = fm_small_span_named(chain, fm_flags_get(chain));
+        fm_small_manager_t *m = s->manager;
         if (m != held) {
             if (held != NULL) {
                 free_chain_locked(held, fm_pending_take(&held->pending));
@@ -419,10 +425,24 @@ void fm_small_free_chain(void *chain)
             }
             held = fm_lock_try(&m->lock) ? m : NULL;
         }
-        if (held != NULL)
-            free_locked(m, chain);
-        else
+        if (held == NULL) {
+            void *next = fm_link_get(chain);
             fm_pending_push(&m->pending, chain);
+            chain = next;
+            continue;
+        }
+        /* The run of blocks of span s that starts here (a thread cache gives back blocks it
+         * took from a span together, and frees its neighbours together) goes back in one
+         * splice, as it is linked. */
+        void *last = chain;
+        unsigned k = 1;
+        void *next = fm_link_get(chain);
+        while (next != NULL && fm_small_span_named(next, fm_flags_get(next)) == s) {
+            last = next;
+            next = fm_link_get(next);
+            k++;
+        }
+        free_run_locked(m, s, chain, last, k);
         chain = next;
     }
     if (held != NULL) {
