@@ -409,6 +409,13 @@ FM_INLINE void fm_ensure_init(void)
 #define FM_FAMILY_NEW_ARRAY 2u
 #define FM_FAMILY_MASK 3u
 #define FM_DELETE_SIZED 4u
+/* api.c: second names of the hottest public entry points, bound inside the library: the libc
+ * names (override.c) and operator new call these, where a call through the exported fastmm_*
+ * name goes through the PLT (an indirect jump on every malloc and free). */
+FM_HIDDEN FASTMM_MALLOC_ATTR void *fm_entry_malloc(size_t size);
+FM_HIDDEN void fm_entry_free(void *p);
+FM_HIDDEN FASTMM_MALLOC_ATTR void *fm_entry_calloc(size_t count, size_t size);
+FM_HIDDEN void *fm_entry_realloc(void *p, size_t size);
 /* api.c: every operator delete (alignment 0: not an aligned delete) */
 void fm_delete(void *p, size_t size, size_t alignment, unsigned how);
 /* delete_check.c: what fm_delete does not settle inline - debug blocks, and blocks whose size
