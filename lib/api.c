@@ -37,7 +37,7 @@ FM_INLINE void *cache_take(fm_tcache_t *tc, size_t size, bool tracked)
         unsigned flags;
         if (FM_LIKELY(b != NULL) && FM_LIKELY(fm_block_small_freed_plain(flags = fm_flags_get(b)))) {
             bin->head = tracked ? fm_link_get(b) : *(void **)b;
-            bin->count--;
+            bin->room++;
             fm_flags_set(b, flags & ~FM_FLAG_FREE);
             if (tracked)
                 fm_track_alloc(b, size, fm_small_class_sizes[c] - 2u, false);
@@ -194,7 +194,7 @@ static FM_NOINLINE void free_full(void *p)
     /* a thread's first free, before any allocation: it gets its cache now, and the block takes
      * the fast path again (once: the thread has a cache, or TC_OFF, from here on) */
     if (FM_UNLIKELY(tc == NULL) && p != NULL && fm_load_relaxed(&fm_ready) && fm_tcache_start() != NULL) {
-        fastmm_free(p);
+        fm_entry_free(p);
         return;
     }
     if (fm_track_on && FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_erase_freed)) {
@@ -377,6 +377,11 @@ FM_EXPORT void *fastmm_realloc(void *p, size_t size)
     }
     return realloc_full(p, size);
 }
+
+FASTMM_MALLOC_ATTR void *fm_entry_malloc(size_t size) __attribute__((alias("fastmm_malloc")));
+void fm_entry_free(void *p) __attribute__((alias("fastmm_free")));
+FASTMM_MALLOC_ATTR void *fm_entry_calloc(size_t count, size_t size) __attribute__((alias("fastmm_calloc")));
+void *fm_entry_realloc(void *p, size_t size) __attribute__((alias("fastmm_realloc")));
 
 FM_EXPORT void *fastmm_reallocarray(void *p, size_t count, size_t size)
 {

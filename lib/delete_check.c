@@ -115,5 +115,5 @@ void fm_delete_slow(void *p, size_t size, size_t alignment, unsigned how)
                    how);
     }
     errno = saved;
-    fastmm_free(p);
+    fm_entry_free(p);
 }

@@ -268,8 +268,10 @@ FM_INLINE unsigned fm_tcache_medium_bin_of(size_t block)
 }
 typedef struct fm_tcache_bin {
     void *head; /* blocks linked through their first word, flagged FREE */
-    unsigned count;
-    unsigned limit; /* fm_tcache_limits[class], here for free()'s push: no table to index */
+    /* how many more blocks the stack takes (limit - its length), counted down so that free()'s
+     * push tests it in one subtraction: below 0, the stack is over its limit */
+    int room;
+    unsigned limit; /* fm_tcache_limits[class] */
 } fm_tcache_bin_t;
 typedef struct fm_tcache {
     fm_tcache_bin_t bins[FM_SMALL_CLASS_COUNT];
@@ -294,6 +296,8 @@ bool fm_tcache_small_put(void *p, unsigned class_index); /* p flagged FREE; fals
 bool fm_tcache_medium_release(void);                  /* this thread's medium blocks to the arenas */
 bool fm_tcache_release_kept(void);                    /* exited threads' kept blocks to the arenas */
 #define FM_TCACHE_USABLE(tc) ((uintptr_t)(tc) > 1u)
+/* How many blocks a bin's stack holds. */
+FM_INLINE unsigned fm_tcache_bin_count(const fm_tcache_bin_t *bin) { return (unsigned)((int)bin->limit - bin->room); }
 /* Pushes a small block (flagged FREE) on its class's stack; over the limit, half goes back.
  * tracked: fm_track_on (a constant false in free's frameless path). */
 FM_INLINE void fm_tcache_push(fm_tcache_t *tc, unsigned c, void *p, bool tracked)
@@ -304,7 +308,7 @@ FM_INLINE void fm_tcache_push(fm_tcache_t *tc, unsigned c, void *p, bool tracked
     else
         *(void **)p = bin->head;
     bin->head = p;
-    if (FM_UNLIKELY(++bin->count > bin->limit))
+    if (FM_UNLIKELY(--bin->room < 0))
         fm_tcache_overflow(bin);
 }
 
@@ -405,6 +409,13 @@ FM_INLINE void fm_ensure_init(void)
 #define FM_FAMILY_NEW_ARRAY 2u
 #define FM_FAMILY_MASK 3u
 #define FM_DELETE_SIZED 4u
+/* api.c: second names of the hottest public entry points, bound inside the library: the libc
+ * names (override.c) and operator new call these, where a call through the exported fastmm_*
+ * name goes through the PLT (an indirect jump on every malloc and free). */
+FM_HIDDEN FASTMM_MALLOC_ATTR void *fm_entry_malloc(size_t size);
+FM_HIDDEN void fm_entry_free(void *p);
+FM_HIDDEN FASTMM_MALLOC_ATTR void *fm_entry_calloc(size_t count, size_t size);
+FM_HIDDEN void *fm_entry_realloc(void *p, size_t size);
 /* api.c: every operator delete (alignment 0: not an aligned delete) */
 void fm_delete(void *p, size_t size, size_t alignment, unsigned how);
 /* delete_check.c: what fm_delete does not settle inline - debug blocks, and blocks whose size

@@ -65,7 +65,7 @@ static __attribute__((noreturn)) void throw_bad_alloc(size_t size)
 static void *allocate(size_t size, size_t alignment)
 {
     if (alignment == 0)
-        return fastmm_malloc(size);
+        return fm_entry_malloc(size);
     if (FM_UNLIKELY(fm_load_relaxed(&fm_debug_on)) && alignment <= FM_DEBUG_MAX_ALIGN && fm_is_pow2(alignment))
         return fm_debug_alloc_aligned(size, alignment);
     return fastmm_aligned_alloc(alignment, size);

@@ -1,7 +1,8 @@
 /*
  * override.c - the C library's allocation names, exported unversioned so that linking with
  * -lfastmm5 or LD_PRELOAD makes libfastmm5 the process's allocator. Each is a thin wrapper over
- * a fastmm_* entry point; the glibc statistics calls are answered from this heap.
+ * a fastmm_* entry point (the hottest through their hidden names, a direct jump); the glibc
+ * statistics calls are answered from this heap.
  */
 #include "internal.h"
 
@@ -12,11 +13,11 @@
 #include <stdio.h>
 #include <unistd.h>
 
-FM_EXPORT void *malloc(size_t size) { return fastmm_malloc(size); }
-FM_EXPORT void free(void *p) { fastmm_free(p); }
-FM_EXPORT void cfree(void *p) { fastmm_free(p); }
-FM_EXPORT void *calloc(size_t count, size_t size) { return fastmm_calloc(count, size); }
-FM_EXPORT void *realloc(void *p, size_t size) { return fastmm_realloc(p, size); }
+FM_EXPORT void *malloc(size_t size) { return fm_entry_malloc(size); }
+FM_EXPORT void free(void *p) { fm_entry_free(p); }
+FM_EXPORT void cfree(void *p) { fm_entry_free(p); }
+FM_EXPORT void *calloc(size_t count, size_t size) { return fm_entry_calloc(count, size); }
+FM_EXPORT void *realloc(void *p, size_t size) { return fm_entry_realloc(p, size); }
 FM_EXPORT void *reallocarray(void *p, size_t count, size_t size) { return fastmm_reallocarray(p, count, size); }
 FM_EXPORT int posix_memalign(void **out, size_t alignment, size_t size)
 {
@@ -37,10 +38,10 @@ FM_EXPORT void *pvalloc(size_t size)
 FM_EXPORT size_t malloc_usable_size(void *p) { return fastmm_usable_size(p); }
 
 /* glibc's internal names, which some programs and libraries call directly. */
-FM_EXPORT void *__libc_malloc(size_t size) { return fastmm_malloc(size); }
-FM_EXPORT void __libc_free(void *p) { fastmm_free(p); }
-FM_EXPORT void *__libc_calloc(size_t count, size_t size) { return fastmm_calloc(count, size); }
-FM_EXPORT void *__libc_realloc(void *p, size_t size) { return fastmm_realloc(p, size); }
+FM_EXPORT void *__libc_malloc(size_t size) { return fm_entry_malloc(size); }
+FM_EXPORT void __libc_free(void *p) { fm_entry_free(p); }
+FM_EXPORT void *__libc_calloc(size_t count, size_t size) { return fm_entry_calloc(count, size); }
+FM_EXPORT void *__libc_realloc(void *p, size_t size) { return fm_entry_realloc(p, size); }
 FM_EXPORT void *__libc_memalign(size_t alignment, size_t size) { return fastmm_memalign(alignment, size); }
 FM_EXPORT void *__libc_valloc(size_t size) { return valloc(size); }
 FM_EXPORT void *__libc_pvalloc(size_t size) { return pvalloc(size); }

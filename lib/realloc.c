@@ -31,7 +31,7 @@ static void *move_block(void *p, fm_block_ref_t ref, size_t request, size_t copy
         fm_track_free(p, old_usable, false, false);
         fm_free_classified(p, ref);
     } else {
-        fastmm_free(p); /* into this thread's cache when it takes it, as a free() would */
+        fm_entry_free(p); /* into this thread's cache when it takes it, as a free() would */
     }
     return q;
 }
@@ -109,7 +109,7 @@ static void *resize_large(void *p, fm_block_ref_t ref, size_t size)
 void *fm_realloc(void *p, size_t size)
 {
     if (p == NULL && FM_UNLIKELY(fm_load_relaxed(&fm_guard_mode) != FM_GUARD_OFF))
-        return fastmm_malloc(size); /* guarding chooses */
+        return fm_entry_malloc(size); /* guarding chooses */
     if (p == NULL) {
         fm_ensure_init();
         return fm_load_relaxed(&fm_debug_on) ? fm_debug_alloc(size, FM_DEBUG_FILL_ALLOCATED)

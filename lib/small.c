@@ -118,17 +118,23 @@ static void release_span_locked(fm_small_manager_t *m, fm_small_span_t *s)
     fm_medium_free(s);
 }
 
-static void free_locked(fm_small_manager_t *m, void *p)
+/* Frees k blocks of span s linked first .. last (last's link is overwritten): one update of
+ * the span's count and one splice onto its free list. */
+static void free_run_locked(fm_small_manager_t *m, fm_small_span_t *s, void *first, void *last, unsigned k)
 {
-    fm_small_span_t *s = fm_small_span_named(p, fm_flags_get(p));
-    if (change_in_use(s, -1) == 0 && !fm_load_relaxed(&fm_small_keep_empty_spans)) {
+    if (change_in_use(s, -(int)k) == 0 && !fm_load_relaxed(&fm_small_keep_empty_spans)) {
         release_span_locked(m, s);
         return;
     }
-    fm_link_set(p, s->first_free);
-    s->first_free = p;
+    fm_link_set(last, s->first_free);
+    s->first_free = first;
     if (!s->in_partial_list)
         partial_insert(m, s);
+}
+
+static void free_locked(fm_small_manager_t *m, void *p)
+{
+    free_run_locked(m, fm_small_span_named(p, fm_flags_get(p)), p, p, 1);
 }
 
 static void free_chain_locked(fm_small_manager_t *m, void *b)
@@ -300,16 +306,26 @@ static unsigned take_many_locked(fm_small_manager_t *m, void **chain, unsigned w
         p = next;
     }
     free_chain_locked(m, p); /* more than wanted: back to their spans */
+    /* A span's free list is taken as it is linked, as many blocks as are still wanted: walked
+     * once to find where to cut it, and only its last block taken is relinked (onto the blocks
+     * already taken). */
     while (n < want && m->partial_head != NULL) {
         fm_small_span_t *s = m->partial_head;
-        void *b = s->first_free;
-        s->first_free = fm_link_get(b);
-        change_in_use(s, 1);
-        if (s->first_free == NULL)
+        void *first = s->first_free, *last = first;
+        unsigned k = 1;
+        void *rest = fm_link_get(first);
+        while (rest != NULL && n + k < want) {
+            last = rest;
+            rest = fm_link_get(rest);
+            k++;
+        }
+        s->first_free = rest;
+        change_in_use(s, (int)k);
+        if (rest == NULL)
             partial_remove(m, s);
-        fm_link_set(b, head);
-        head = b;
-        n++;
+        fm_link_set(last, head);
+        head = first;
+        n += k;
     }
     m->served += n;
     *chain = head;
@@ -343,39 +359,14 @@ static unsigned feed_try_many(fm_small_manager_t *m, void **chain, unsigned want
     }
 }
 
-/* Freed debug blocks are checked before they are handed out again; a damaged one is reported
- * and left out (quarantined: it stays counted in its span, so it is never reused). */
-static unsigned vet_chain(void **chain, unsigned n)
-{
-    void *kept = NULL; /* the last block kept, whose link leads on; NULL: *chain does */
-    for (void *b = *chain; b != NULL;) {
-        void *next = fm_link_get(b);
-        if ((fm_flags_get(b) & FM_FLAG_DEBUG_INFO) && !fm_hooks.debug_check_reuse(b)) {
-            if (kept == NULL)
-                *chain = next;
-            else
-                fm_link_set(kept, next);
-            n--;
-        } else {
-            kept = b;
-        }
-        b = next;
-    }
-    return n;
-}
-
 static unsigned alloc_batch_unvetted(unsigned class_index, void **chain, unsigned want);
 
+/* The blocks come unvetted: the thread cache, the only caller, vets each one as it hands it
+ * out (a freed debug block is checked then, a damaged one reported and left out), so the batch
+ * is not walked a second time here. */
 unsigned fm_small_alloc_batch(unsigned class_index, void **chain, unsigned want)
 {
-    for (;;) {
-        unsigned raw = alloc_batch_unvetted(class_index, chain, want);
-        if (raw == 0)
-            return 0; /* out of memory */
-        unsigned n = vet_chain(chain, raw);
-        if (n != 0)
-            return n;
-    }
+    return alloc_batch_unvetted(class_index, chain, want);
 }
 
 static unsigned alloc_batch_unvetted(unsigned class_index, void **chain, unsigned want)
@@ -425,8 +416,8 @@ void fm_small_free_chain(void *chain)
 {
     fm_small_manager_t *held = NULL;
     while (chain != NULL) {
-        void *next = fm_link_get(chain);
-        fm_small_manager_t *m = fm_small_span_named(chain, fm_flags_get(chain))->manager;
+        fm_small_span_t *s = fm_small_span_named(chain, fm_flags_get(chain));
+        fm_small_manager_t *m = s->manager;
         if (m != held) {
             if (held != NULL) {
                 free_chain_locked(held, fm_pending_take(&held->pending));
@@ -434,10 +425,24 @@ void fm_small_free_chain(void *chain)
             }
             held = fm_lock_try(&m->lock) ? m : NULL;
         }
-        if (held != NULL)
-            free_locked(m, chain);
-        else
+        if (held == NULL) {
+            void *next = fm_link_get(chain);
             fm_pending_push(&m->pending, chain);
+            chain = next;
+            continue;
+        }
+        /* The run of blocks of span s that starts here (a thread cache gives back blocks it
+         * took from a span together, and frees its neighbours together) goes back in one
+         * splice, as it is linked. */
+        void *last = chain;
+        unsigned k = 1;
+        void *next = fm_link_get(chain);
+        while (next != NULL && fm_small_span_named(next, fm_flags_get(next)) == s) {
+            last = next;
+            next = fm_link_get(next);
+            k++;
+        }
+        free_run_locked(m, s, chain, last, k);
         chain = next;
     }
     if (held != NULL) {

@@ -48,16 +48,25 @@ void fm_tcache_init(void)
     }
 }
 
+/* Gives all but the newest `keep` blocks of a bin back to the arenas: the stack is cut below
+ * its keep-th block and the older part goes as it is linked, so only the kept blocks are walked
+ * and no block is relinked. The newest blocks, the likeliest to be in the CPU's caches, serve
+ * the next allocations. */
 static void flush_bin(fm_tcache_bin_t *bin, unsigned keep)
 {
-    void *chain = NULL;
-    while (bin->count > keep) {
-        void *b = bin->head;
-        bin->head = fm_link_get(b);
-        bin->count--;
-        fm_link_set(b, chain);
-        chain = b;
+    if (fm_tcache_bin_count(bin) <= keep)
+        return;
+    void *chain = bin->head;
+    if (keep == 0) {
+        bin->head = NULL;
+    } else {
+        void *last = chain;
+        for (unsigned i = 1; i < keep; i++)
+            last = fm_link_get(last);
+        chain = fm_link_get(last);
+        fm_link_set(last, NULL);
     }
+    bin->room = (int)(bin->limit - keep);
     fm_small_free_chain(chain);
 }
 
@@ -199,7 +208,7 @@ static fm_tcache_t *create(void)
     }
     if (!tc->kept) { /* else it comes with an exited thread's blocks */
         for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++)
-            tc->bins[c] = (fm_tcache_bin_t){NULL, 0, fm_tcache_limits[c]};
+            tc->bins[c] = (fm_tcache_bin_t){NULL, (int)fm_tcache_limits[c], fm_tcache_limits[c]};
         tc->medium_bytes = 0;
         for (unsigned b = 0; b < FM_TCACHE_MEDIUM_BINS; b++)
             tc->medium[b] = NULL;
@@ -242,11 +251,11 @@ void *fm_tcache_refill(unsigned c)
             unsigned got = fm_small_alloc_batch(c, &bin->head, fm_tcache_limits[c] / 2u + 1u);
             if (got == 0)
                 return NULL;
-            bin->count = got;
+            bin->room = (int)(bin->limit - got);
         }
         void *b = bin->head;
         bin->head = fm_link_get(b);
-        bin->count--;
+        bin->room++;
         /* a freed debug block (debug.c caches them) is vetted as the arenas vet one; a damaged
          * one is reported and stays out, in use, as the arenas quarantine it. So does a plain
          * block whose flag word was overwritten while it was free (a write just before it, or

@@ -6,7 +6,9 @@
 #    name added to the code but not to the list, or to the list but not to the code;
 #  - an internal fm_* helper, or any data object, leaking out of the .so;
 #  - versioned exports: with a named version node malloc becomes malloc@@NODE, and the dynamic
-#    linker no longer lets it replace glibc's malloc@GLIBC_2.x under LD_PRELOAD.
+#    linker no longer lets it replace glibc's malloc@GLIBC_2.x under LD_PRELOAD;
+#  - malloc, free, calloc, realloc reaching the code through a PLT slot of fastmm_* (a call
+#    through the exported name instead of the hidden one).
 #
 # Exit status: 0 pass, 1 fail, 77 skip (no shared library built), 99 hard error.
 set -u
@@ -101,6 +103,16 @@ for name in malloc free calloc realloc posix_memalign aligned_alloc memalign mal
         status=1
     fi
 done
+
+# 5. Inside the library the malloc family binds locally: the libc names and every internal
+#    caller reach fastmm_malloc & co. through their hidden names (internal.h, fm_entry_*), not
+#    through a PLT slot of the exported name, which is an indirect jump on every call.
+"$READELF" -r -W "$so" > "$tmp/relocs" || { echo "ERROR: $READELF -r failed on $so" >&2; exit 99; }
+if grep -E 'JUMP_SLO.* fastmm_(malloc|free|calloc|realloc)( |$)' "$tmp/relocs" > "$tmp/plt"; then
+    echo "FAIL: $so calls its own entry points through the PLT:"
+    cat "$tmp/plt"
+    status=1
+fi
 
 test $status -eq 0 && echo "PASS: exported ABI of $so is lib/exported-symbols.txt, unversioned"
 exit $status

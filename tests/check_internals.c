@@ -372,6 +372,86 @@ START_TEST(first_free_makes_thread_cache)
 }
 END_TEST
 
+/* Guards the thread cache's overflow (tcache.c, flush_bin): a bin over its limit gives back its
+ * older blocks and keeps the newest, the block just freed on top, so the next allocation of
+ * the class gets the block most likely still in the CPU's caches; the kept stack is exactly
+ * as long as its count says. Giving back from the top instead sent the block just freed
+ * straight to the arena. */
+START_TEST(tcache_overflow_keeps_newest)
+{
+    fm_tcache_t *tc = fm_tcache_start();
+    ck_assert_ptr_nonnull(tc);
+    unsigned c = fm_small_class_of(100);
+    fm_tcache_bin_t *bin = &tc->bins[c];
+    unsigned n = 2u * bin->limit + 2u;
+    void **blocks = calloc(n, sizeof *blocks);
+    ck_assert_ptr_nonnull(blocks);
+    for (unsigned i = 0; i < n; i++) {
+        blocks[i] = fastmm_malloc(100);
+        ck_assert_ptr_nonnull(blocks[i]);
+    }
+    unsigned i = 0;
+    while (fm_tcache_bin_count(bin) != bin->limit) { /* reached within limit + 1 frees, whatever it held */
+        ck_assert_uint_lt(i, n - 1u);
+        fastmm_free(blocks[i++]);
+    }
+    void *last = blocks[i++];
+    fastmm_free(last); /* over the limit: half goes back */
+    ck_assert_uint_eq(fm_tcache_bin_count(bin), bin->limit / 2u);
+    ck_assert_ptr_eq(bin->head, last);
+    unsigned length = 0;
+    for (void *b = bin->head; b != NULL; b = *(void **)b)
+        length++;
+    ck_assert_uint_eq(length, fm_tcache_bin_count(bin));
+    ck_assert_ptr_eq(fastmm_malloc(100), last);
+    fastmm_free(last);
+    for (; i < n; i++)
+        fastmm_free(blocks[i]);
+    free(blocks);
+}
+END_TEST
+
+/* Guards the arenas' return of a chain of freed small blocks (small.c, fm_small_free_chain): a
+ * run of blocks of one span goes back in one splice, and the span's count of blocks in use drops
+ * by the run's length, every block of the run on its free list. A run counted as one block
+ * would leave the span's count too high (never released) and a bad splice would lose blocks. */
+START_TEST(small_free_chain_runs)
+{
+    enum { N = 24 };
+    void *p[N];
+    for (int i = 0; i < N; i++) {
+        p[i] = fastmm_malloc(100);
+        ck_assert_ptr_nonnull(p[i]);
+    }
+    /* the span of p[0], kept in use by p[0] while the others of it go back as one run */
+    fm_small_span_t *s = fm_small_span_named(p[0], fm_flags_get(p[0]));
+    void *chain = NULL, *order[N];
+    unsigned run = 0;
+    for (int i = N - 1; i >= 1; i--) {
+        if (fm_small_span_named(p[i], fm_flags_get(p[i])) != s)
+            continue;
+        fm_flags_set(p[i], fm_flags_get(p[i]) | FM_FLAG_FREE);
+        *(void **)p[i] = chain;
+        chain = p[i];
+        p[i] = NULL;
+        run++;
+    }
+    unsigned n = 0;
+    for (void *b = chain; b != NULL; b = *(void **)b)
+        order[n++] = b;
+    ck_assert_uint_ge(run, 2);
+    uint32_t before = s->blocks_in_use;
+    fm_small_free_chain(chain);
+    ck_assert_uint_eq(s->blocks_in_use, before - run);
+    void *b = s->first_free; /* the run on top of the span's free list, in its order */
+    for (unsigned i = 0; i < run; i++, b = *(void **)b)
+        ck_assert_ptr_eq(b, order[i]);
+    for (int i = 0; i < N; i++)
+        if (p[i] != NULL)
+            fastmm_free(p[i]);
+}
+END_TEST
+
 /* Guards the kept mappings' budget (large.c): with hundreds of MiB of live large blocks, a freed
  * 24 MiB block's mapping is kept for the next request (a fixed 32 MiB budget, 16 MiB a mapping,
  * unmapped it, and its next user faulted every page in again). */
@@ -406,6 +486,8 @@ int main(void)
     tcase_add_test(tc, medium_block_bin_inline_matches);
     tcase_add_test(tc, medium_big_request_served_by_home_arena);
     tcase_add_test(tc, first_free_makes_thread_cache);
+    tcase_add_test(tc, tcache_overflow_keeps_newest);
+    tcase_add_test(tc, small_free_chain_runs);
     tcase_add_test(tc, small_block_index_exact);
     suite_add_tcase(s, tc);
     tc = tcase_create("large_trim");
