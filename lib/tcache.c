@@ -48,16 +48,19 @@ void fm_tcache_init(void)
     }
 }
 
+/* The top of the stack down to `keep` blocks goes back to the arenas, cut off as it is linked:
+ * the blocks freed last, in the order they were freed, so that neighbours freed together
+ * stay together (fm_small_free_chain puts back a run of a span's blocks at once). */
 static void flush_bin(fm_tcache_bin_t *bin, unsigned keep)
 {
-    void *chain = NULL;
-    while (bin->count > keep) {
-        void *b = bin->head;
-        bin->head = fm_link_get(b);
-        bin->count--;
-        fm_link_set(b, chain);
-        chain = b;
-    }
+    if (bin->count <= keep)
+        return;
+    void *chain = bin->head, *last = chain;
+    for (unsigned n = bin->count - keep; n > 1; n--)
+        last = fm_link_get(last);
+    bin->head = fm_link_get(last);
+    bin->count = keep;
+    fm_link_set(last, NULL);
     fm_small_free_chain(chain);
 }
 
@@ -273,7 +276,7 @@ bool fm_tcache_small_put(void *p, unsigned c)
     return true;
 }
 
-/* The bin is over its limit: return its older half to the arenas. */
+/* The bin is over its limit: return its newer half to the arenas. */
 void fm_tcache_overflow(fm_tcache_bin_t *bin)
 {
     flush_bin(bin, bin->limit / 2u);
