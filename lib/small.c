@@ -141,17 +141,15 @@ static void free_locked(fm_small_manager_t *m, void *p)
  * those are mostly neighbours (the feed and a span's free list hand a span's blocks out
  * together). A chain holds only blocks, so one that lies inside the span's blocks is one of
  * them: no flag word is read. Returns the run's last block; *k: its length, *s: its span. */
-static void *run_of(void *first, fm_small_span_t **s, uint32_t *k)
+static void *run_of(void *first, uint32_t limit, fm_small_span_t **s, uint32_t *k)
 {
     fm_small_span_t *span = fm_small_span_named(first, fm_flags_get(first));
     uintptr_t start = (uintptr_t)span + FM_SMALL_SPAN_HEADER;
     uintptr_t length = (uintptr_t)span->total_blocks * span->block_size;
     void *last = first;
     uint32_t n = 1;
-    for (void *next = fm_link_get(last); next != NULL && (uintptr_t)next - start < length; next = fm_link_get(next)) {
+    for (void *next; n < limit && (next = fm_link_get(last)) != NULL && (uintptr_t)next - start < length; n++)
         last = next;
-        n++;
-    }
     *s = span;
     *k = n;
     return last;
@@ -163,7 +161,7 @@ static void free_chain_locked(fm_small_manager_t *m, void *b)
     while (b != NULL) {
         fm_small_span_t *s;
         uint32_t k;
-        void *last = run_of(b, &s, &k);
+        void *last = run_of(b, UINT32_MAX, &s, &k);
         void *next = fm_link_get(last);
         free_run_locked(m, s, b, last, k);
         b = next;
@@ -425,17 +423,20 @@ unsigned fm_small_alloc_batch(unsigned class_index, void **chain, unsigned want)
     }
 }
 
-/* Returns a chain of FREE-flagged blocks to their spans, a run of neighbours at a time (one
- * count update and one splice per run), keeping a lock while consecutive runs share a manager;
- * a run whose manager is busy goes on its pending stack whole, with one compare-and-swap. */
-void fm_small_free_chain(void *chain)
+/* Returns the first n blocks of a chain of FREE-flagged blocks to their spans, a run of
+ * neighbours at a time (one count update and one splice per run), keeping a lock while
+ * consecutive runs share a manager; a run whose manager is busy goes on its pending stack whole,
+ * with one compare-and-swap. Returns the rest of the chain: a thread cache's stack is flushed
+ * from its top without a pass to cut it first. */
+void *fm_small_free_chain_n(void *chain, size_t n)
 {
     fm_small_manager_t *held = NULL;
-    while (chain != NULL) {
+    while (chain != NULL && n != 0) {
         fm_small_span_t *s;
         uint32_t k;
-        void *last = run_of(chain, &s, &k);
+        void *last = run_of(chain, n < UINT32_MAX ? (uint32_t)n : UINT32_MAX, &s, &k);
         void *next = fm_link_get(last);
+        n -= k;
         fm_small_manager_t *m = s->manager;
         if (m != held) {
             if (held != NULL) {
@@ -454,6 +455,7 @@ void fm_small_free_chain(void *chain)
         free_chain_locked(held, fm_pending_take(&held->pending));
         fm_lock_release(&held->lock);
     }
+    return chain;
 }
 
 void fm_small_free(void *p, fm_small_span_t *span)

@@ -48,20 +48,15 @@ void fm_tcache_init(void)
     }
 }
 
-/* The top of the stack down to `keep` blocks goes back to the arenas, cut off as it is linked:
- * the blocks freed last, in the order they were freed, so that neighbours freed together
- * stay together (fm_small_free_chain puts back a run of a span's blocks at once). */
+/* The top of the stack down to `keep` blocks goes back to the arenas as it is linked: the
+ * blocks freed last, in the order they were freed, so that neighbours freed together stay
+ * together (fm_small_free_chain_n puts back a run of a span's blocks at once). */
 static void flush_bin(fm_tcache_bin_t *bin, unsigned keep)
 {
     if (bin->count <= keep)
         return;
-    void *chain = bin->head, *last = chain;
-    for (unsigned n = bin->count - keep; n > 1; n--)
-        last = fm_link_get(last);
-    bin->head = fm_link_get(last);
+    bin->head = fm_small_free_chain_n(bin->head, bin->count - keep);
     bin->count = keep;
-    fm_link_set(last, NULL);
-    fm_small_free_chain(chain);
 }
 
 /* Medium blocks go back one by one: fm_medium_free merges each with its free neighbours. */
