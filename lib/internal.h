@@ -227,7 +227,8 @@ void fm_small_init(void);
 void *fm_small_alloc(unsigned class_index);
 void fm_small_free(void *p, fm_small_span_t *span);
 unsigned fm_small_alloc_batch(unsigned class_index, void **chain, unsigned want);
-void fm_small_free_chain(void *chain); /* blocks already flagged FREE */
+void *fm_small_free_chain_n(void *chain, size_t n); /* the first n, flagged FREE; returns the rest */
+FM_INLINE void fm_small_free_chain(void *chain) { (void)fm_small_free_chain_n(chain, SIZE_MAX); }
 FM_INLINE size_t fm_small_usable(const fm_small_span_t *span) { return (size_t)span->block_size - 2u; }
 bool fm_small_drain_all(void);
 void fm_small_trim(void);

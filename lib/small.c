@@ -118,9 +118,8 @@ static void release_span_locked(fm_small_manager_t *m, fm_small_span_t *s)
     fm_medium_free(s);
 }
 
-/* Frees k blocks of span s linked first .. last (last's link is overwritten): one update of
- * the span's count and one splice onto its free list. */
-static void free_run_locked(fm_small_manager_t *m, fm_small_span_t *s, void *first, void *last, unsigned k)
+/* Puts back a run of k blocks of span s, linked from first to last (last's link is rewritten). */
+static void free_run_locked(fm_small_manager_t *m, fm_small_span_t *s, void *first, void *last, uint32_t k)
 {
     if (change_in_use(s, -(int)k) == 0 && !fm_load_relaxed(&fm_small_keep_empty_spans)) {
         release_span_locked(m, s);
@@ -137,11 +136,34 @@ static void free_locked(fm_small_manager_t *m, void *p)
     free_run_locked(m, fm_small_span_named(p, fm_flags_get(p)), p, p, 1);
 }
 
+/* The blocks that follow `first` on its chain in the same span: a chain cut from a thread
+ * cache's stack, or a pending stack, holds blocks freed in the order they were allocated, and
+ * those are mostly neighbours (the feed and a span's free list hand a span's blocks out
+ * together). A chain holds only blocks, so one that lies inside the span's blocks is one of
+ * them: no flag word is read. Returns the run's last block; *k: its length, *s: its span. */
+static void *run_of(void *first, uint32_t limit, fm_small_span_t **s, uint32_t *k)
+{
+    fm_small_span_t *span = fm_small_span_named(first, fm_flags_get(first));
+    uintptr_t start = (uintptr_t)span + FM_SMALL_SPAN_HEADER;
+    uintptr_t length = (uintptr_t)span->total_blocks * span->block_size;
+    void *last = first;
+    uint32_t n = 1;
+    for (void *next; n < limit && (next = fm_link_get(last)) != NULL && (uintptr_t)next - start < length; n++)
+        last = next;
+    *s = span;
+    *k = n;
+    return last;
+}
+
+/* A chain of m's blocks back to their spans, a run of neighbours at a time. */
 static void free_chain_locked(fm_small_manager_t *m, void *b)
 {
     while (b != NULL) {
-        void *next = fm_link_get(b);
-        free_locked(m, b);
+        fm_small_span_t *s;
+        uint32_t k;
+        void *last = run_of(b, UINT32_MAX, &s, &k);
+        void *next = fm_link_get(last);
+        free_run_locked(m, s, b, last, k);
         b = next;
     }
 }
@@ -294,34 +316,29 @@ static void *alloc_unvetted(unsigned class_index)
 /* ---- batches for the thread caches (tcache.c): blocks linked through their first word and
  * left flagged FREE, as the cache keeps them ---- */
 
+/* Up to `want` blocks, cut from the pending stack and the partial spans' free lists as they are
+ * linked (each block is read once, for its link; a span's count changes once for its run). */
 static unsigned take_many_locked(fm_small_manager_t *m, void **chain, unsigned want)
 {
     unsigned n = 0;
-    void *head = NULL;
-    void *p = fm_pending_take(&m->pending);
-    for (; p != NULL && n < want; n++) {
-        void *next = fm_link_get(p);
-        fm_link_set(p, head);
-        head = p;
-        p = next;
+    void *head = fm_pending_take(&m->pending);
+    if (head != NULL) {
+        void *last = head;
+        for (n = 1; n < want && fm_link_get(last) != NULL; n++)
+            last = fm_link_get(last);
+        void *more = fm_link_get(last);
+        fm_link_set(last, NULL);
+        free_chain_locked(m, more); /* more than wanted: back to their spans */
     }
-    free_chain_locked(m, p); /* more than wanted: back to their spans */
-    /* A span's free list is taken as it is linked, as many blocks as are still wanted: walked
-     * once to find where to cut it, and only its last block taken is relinked (onto the blocks
-     * already taken). */
     while (n < want && m->partial_head != NULL) {
         fm_small_span_t *s = m->partial_head;
         void *first = s->first_free, *last = first;
-        unsigned k = 1;
-        void *rest = fm_link_get(first);
-        while (rest != NULL && n + k < want) {
-            last = rest;
-            rest = fm_link_get(rest);
-            k++;
-        }
-        s->first_free = rest;
+        uint32_t k = 1;
+        for (; n + k < want && fm_link_get(last) != NULL; k++)
+            last = fm_link_get(last);
+        s->first_free = fm_link_get(last);
         change_in_use(s, (int)k);
-        if (rest == NULL)
+        if (s->first_free == NULL)
             partial_remove(m, s);
         fm_link_set(last, head);
         head = first;
@@ -348,28 +365,24 @@ static unsigned feed_try_many(fm_small_manager_t *m, void **chain, unsigned want
         uint32_t low = offset - k * m->block_size;
         if (fm_cas_acq_rel(&m->feed, &old, FEED_PACK(FEED_ABA(old) + 1, low))) {
             lower_fed_floor(s, low);
-            for (unsigned i = 0; i < k; i++) {
-                void *b = (char *)s + low + (size_t)i * m->block_size;
+            size_t size = m->block_size;
+            char *b = (char *)s + low;
+            void *head = *chain;
+            for (unsigned i = 0; i < k; i++, b += size) {
                 fm_flags_set(b, flags_for(s, b) | FM_FLAG_FREE);
-                fm_link_set(b, *chain);
-                *chain = b;
+                fm_link_set(b, head);
+                head = b;
             }
+            *chain = head;
             return k;
         }
     }
 }
 
-static unsigned alloc_batch_unvetted(unsigned class_index, void **chain, unsigned want);
-
-/* The blocks come unvetted: the thread cache, the only caller, vets each one as it hands it
- * out (a freed debug block is checked then, a damaged one reported and left out), so the batch
- * is not walked a second time here. */
+/* The blocks are handed out unvetted: the thread cache vets each one as it pops it (a freed
+ * debug block's pattern, a plain block's flag word), as it vets the blocks other threads'
+ * caches pass it. */
 unsigned fm_small_alloc_batch(unsigned class_index, void **chain, unsigned want)
-{
-    return alloc_batch_unvetted(class_index, chain, want);
-}
-
-static unsigned alloc_batch_unvetted(unsigned class_index, void **chain, unsigned want)
 {
     *chain = NULL;
     for (;;) {
@@ -410,13 +423,19 @@ static unsigned alloc_batch_unvetted(unsigned class_index, void **chain, unsigne
     }
 }
 
-/* Returns a chain of FREE-flagged blocks to their spans, keeping a lock while consecutive blocks
- * share a manager; a block whose manager is busy goes on its pending stack. */
-void fm_small_free_chain(void *chain)
+/* Returns the first n blocks of a chain of FREE-flagged blocks to their spans, a run of
+ * neighbours at a time (one count update and one splice per run), keeping a lock while
+ * consecutive runs share a manager; a run whose manager is busy goes on its pending stack whole,
+ * with one compare-and-swap. Returns the rest of the chain. */
+void *fm_small_free_chain_n(void *chain, size_t n)
 {
     fm_small_manager_t *held = NULL;
-    while (chain != NULL) {
-        fm_small_span_t *s = fm_small_span_named(chain, fm_flags_get(chain));
+    while (chain != NULL && n != 0) {
+        fm_small_span_t *s;
+        uint32_t k;
+        void *last = run_of(chain, n < UINT32_MAX ? (uint32_t)n : UINT32_MAX, &s, &k);
+        void *next = fm_link_get(last);
+        n -= k;
         fm_small_manager_t *m = s->manager;
         if (m != held) {
             if (held != NULL) {
@@ -425,30 +444,17 @@ void fm_small_free_chain(void *chain)
             }
             held = fm_lock_try(&m->lock) ? m : NULL;
         }
-        if (held == NULL) {
-            void *next = fm_link_get(chain);
-            fm_pending_push(&m->pending, chain);
-            chain = next;
-            continue;
-        }
-        /* The run of blocks of span s that starts here (a thread cache gives back blocks it
-         * took from a span together, and frees its neighbours together) goes back in one
-         * splice, as it is linked. */
-        void *last = chain;
-        unsigned k = 1;
-        void *next = fm_link_get(chain);
-        while (next != NULL && fm_small_span_named(next, fm_flags_get(next)) == s) {
-            last = next;
-            next = fm_link_get(next);
-            k++;
-        }
-        free_run_locked(m, s, chain, last, k);
+        if (held != NULL)
+            free_run_locked(m, s, chain, last, k);
+        else
+            fm_pending_push_run(&m->pending, chain, last);
         chain = next;
     }
     if (held != NULL) {
         free_chain_locked(held, fm_pending_take(&held->pending));
         fm_lock_release(&held->lock);
     }
+    return chain;
 }
 
 void fm_small_free(void *p, fm_small_span_t *span)

@@ -452,6 +452,136 @@ START_TEST(small_free_chain_runs)
 }
 END_TEST
 
+/* Small blocks of one class straight from the arenas (no thread cache), sorted by span: at
+ * least `want` of them share the first block's span, and `others` holds up to `want` blocks of
+ * another span of the class (the next one made, when the first fills up). */
+#define RUN_CLASS_REQUEST 1000
+static fm_small_span_t *span_of(void *p) { return fm_small_span_named(p, fm_flags_get(p)); }
+
+static unsigned run_blocks(unsigned c, void **same, unsigned want, void **others, unsigned *n_others)
+{
+    unsigned n = 0, o = 0;
+    fm_small_span_t *first = NULL;
+    while (n < want || (others != NULL && o < want)) {
+        void *p = fm_small_alloc(c);
+        ck_assert_ptr_nonnull(p);
+        if (first == NULL)
+            first = span_of(p);
+        if (span_of(p) == first && n < want)
+            same[n++] = p;
+        else if (others != NULL && span_of(p) != first && o < want)
+            others[o++] = p;
+        /* else: an extra block of the first span, left allocated (keeps the span alive) */
+    }
+    if (n_others != NULL)
+        *n_others = o;
+    return n;
+}
+
+/* Links blocks[0..n) into a chain in that order, each flagged FREE as a thread cache holds it. */
+static void *chain_of(void **blocks, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        ck_assert(fm_block_mark_free(blocks[i]));
+        fm_link_set(blocks[i], i + 1 < n ? blocks[i + 1] : NULL);
+    }
+    return blocks[0];
+}
+
+/* Guards the flush of a run of neighbours (small.c, fm_small_free_chain): a chain of one span's
+ * blocks is spliced onto the span's free list whole, in its own order, with the span's count
+ * lowered by the run's length; a refill then cuts them off that list in the same order. Block
+ * by block the list came out reversed (the last block of the chain on top). */
+START_TEST(small_chain_run_spliced_whole)
+{
+    unsigned c = fm_small_class_of(RUN_CLASS_REQUEST);
+    void *b[5];
+    run_blocks(c, b, 5, NULL, NULL);
+    fm_small_span_t *s = span_of(b[0]);
+    uint32_t in_use = s->blocks_in_use;
+    fm_small_free_chain(chain_of(b, 4)); /* b[4] stays allocated: the span stays */
+    ck_assert_uint_eq(s->blocks_in_use, in_use - 4);
+    ck_assert_ptr_eq(s->first_free, b[0]);
+    for (unsigned i = 0; i < 3; i++)
+        ck_assert_ptr_eq(fm_link_get(b[i]), b[i + 1]);
+    void *got;
+    ck_assert_uint_eq(fm_small_alloc_batch(c, &got, 4), 4);
+    for (unsigned i = 0; i < 4; i++, got = fm_link_get(got))
+        ck_assert_ptr_eq(got, b[i]);
+    ck_assert_uint_eq(s->blocks_in_use, in_use);
+    for (unsigned i = 0; i < 5; i++) {
+        fm_flags_set(b[i], fm_flags_get(b[i]) & ~FM_FLAG_FREE);
+        fastmm_free(b[i]);
+    }
+}
+END_TEST
+
+/* Guards: a run whose manager is busy goes on the pending stack whole, in its order, with one
+ * compare-and-swap (one block at a time, each waited its turn and the stack came out reversed),
+ * and the next drain returns it to its span. */
+START_TEST(small_chain_run_pending_whole)
+{
+    unsigned c = fm_small_class_of(RUN_CLASS_REQUEST);
+    void *b[4];
+    run_blocks(c, b, 4, NULL, NULL);
+    fm_small_span_t *s = span_of(b[0]);
+    fm_small_manager_t *m = s->manager;
+    uint32_t in_use = s->blocks_in_use;
+    void *before = m->pending;
+    ck_assert(fm_lock_try(&m->lock));
+    fm_small_free_chain(chain_of(b, 3));
+    ck_assert_ptr_eq(m->pending, b[0]);
+    ck_assert_ptr_eq(fm_link_get(b[0]), b[1]);
+    ck_assert_ptr_eq(fm_link_get(b[1]), b[2]);
+    ck_assert_ptr_eq(fm_link_get(b[2]), before);
+    ck_assert_uint_eq(s->blocks_in_use, in_use);
+    fm_lock_release(&m->lock);
+    ck_assert(fm_small_drain_all());
+    ck_assert_ptr_null(m->pending);
+    ck_assert_uint_eq(s->blocks_in_use, in_use - 3);
+    fastmm_free(b[3]);
+}
+END_TEST
+
+/* Guards the run's bounds (small.c, run_of): a chain that alternates between the blocks of two
+ * spans of one class returns each block to its own span - the counts of both move by their own
+ * blocks, and each span's free list holds only its own. */
+START_TEST(small_chain_runs_split_by_span)
+{
+    unsigned c = fm_small_class_of(RUN_CLASS_REQUEST);
+    void *a[3], *o[3], *mixed[6];
+    unsigned n_o;
+    run_blocks(c, a, 3, o, &n_o);
+    ck_assert_uint_eq(n_o, 3);
+    fm_small_span_t *sa = span_of(a[0]), *so = span_of(o[0]);
+    ck_assert_ptr_ne(sa, so);
+    for (unsigned i = 0; i < 3; i++) {
+        mixed[2 * i] = a[i];
+        mixed[2 * i + 1] = o[i];
+    }
+    /* run_blocks left a block of sa allocated (the one whose span changed); one more of so */
+    for (void *extra = NULL; extra == NULL || span_of(extra) != so;) {
+        extra = fm_small_alloc(c);
+        ck_assert_ptr_nonnull(extra);
+    }
+    uint32_t in_a = sa->blocks_in_use, in_o = so->blocks_in_use;
+    fm_small_free_chain(chain_of(mixed, 6));
+    ck_assert_uint_eq(sa->blocks_in_use, in_a - 3);
+    ck_assert_uint_eq(so->blocks_in_use, in_o - 3);
+    unsigned seen_a = 0, seen_o = 0;
+    for (void *p = sa->first_free; p != NULL; p = fm_link_get(p)) {
+        ck_assert_ptr_eq(span_of(p), sa);
+        seen_a += p == a[0] || p == a[1] || p == a[2];
+    }
+    for (void *p = so->first_free; p != NULL; p = fm_link_get(p)) {
+        ck_assert_ptr_eq(span_of(p), so);
+        seen_o += p == o[0] || p == o[1] || p == o[2];
+    }
+    ck_assert_uint_eq(seen_a, 3);
+    ck_assert_uint_eq(seen_o, 3);
+}
+END_TEST
+
 /* Guards the kept mappings' budget (large.c): with hundreds of MiB of live large blocks, a freed
  * 24 MiB block's mapping is kept for the next request (a fixed 32 MiB budget, 16 MiB a mapping,
  * unmapped it, and its next user faulted every page in again). */
@@ -489,6 +619,11 @@ int main(void)
     tcase_add_test(tc, tcache_overflow_keeps_newest);
     tcase_add_test(tc, small_free_chain_runs);
     tcase_add_test(tc, small_block_index_exact);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("small_runs");
+    tcase_add_test(tc, small_chain_run_spliced_whole);
+    tcase_add_test(tc, small_chain_run_pending_whole);
+    tcase_add_test(tc, small_chain_runs_split_by_span);
     suite_add_tcase(s, tc);
     tc = tcase_create("large_trim");
     /* this order: without fork mode the second one's thread would stop the first one's trims */
