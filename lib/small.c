@@ -426,7 +426,8 @@ unsigned fm_small_alloc_batch(unsigned class_index, void **chain, unsigned want)
 /* Returns the first n blocks of a chain of FREE-flagged blocks to their spans, a run of
  * neighbours at a time (one count update and one splice per run), keeping a lock while
  * consecutive runs share a manager; a run whose manager is busy goes on its pending stack whole,
- * with one compare-and-swap. Returns the rest of the chain. */
+ * with one compare-and-swap. Returns the rest of the chain: a thread cache's stack is flushed
+ * from its top without a pass to cut it first. */
 void *fm_small_free_chain_n(void *chain, size_t n)
 {
     fm_small_manager_t *held = NULL;
