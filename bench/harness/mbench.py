@@ -153,7 +153,7 @@ def run_one(launch, out, bindir, mb, row, env, timeout):
         cmd += ["--", "/bin/sh", "-c", 'exec "$0" "$@" < "%s"' % os.path.join(mb, stdin), exe] + args
     else:
         cmd += ["--", exe] + args
-    subprocess.call(cmd)
+    subprocess.call(cmd, cwd=out)
     with open(res) as f:
         fields = dict(kv.split("=", 1) for kv in f.read().split())
     text = open(so, errors="replace").read() + open(se, errors="replace").read()
@@ -186,7 +186,9 @@ def main(argv):
         return 0
     if not a.mb or not a.lib:
         ap.error("--mb and --lib are required")
-    out = a.out or os.path.join(HERE, "..", "out", "mbench")
+    # absolute: the programs run in OUT (rptest writes its own result files where it runs)
+    a.mb, a.lib = os.path.abspath(a.mb), os.path.abspath(a.lib)
+    out = os.path.abspath(a.out or os.path.join(HERE, "..", "out", "mbench"))
     os.makedirs(out, exist_ok=True)
 
     variants = []
