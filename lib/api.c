@@ -139,12 +139,13 @@ FM_INLINE size_t cacheable_medium_block(const void *p, const fm_medium_span_t *m
 /* Under memcheck the reads around a pointer that may be bad are the allocator's business (as in
  * fm_block_classify): the same tests with error reporting off. */
 static FM_NOINLINE void find_cacheable_quietly(const void *p, const fm_medium_span_t *ms, const fm_tcache_t *tc,
-                                               fm_small_span_t **small, size_t *medium)
+                                               fm_small_span_t **small, uint16_t *flags, size_t *medium)
 {
     fm_track_quiet(true);
-    *small = fm_block_small_live(p, ms);
+    *small = fm_block_small_live_flags(p, ms, flags);
     *medium = *small == NULL ? cacheable_medium_block(p, ms, tc) : 0;
     fm_track_internal(small, sizeof *small); /* verdicts, however the bytes they read were: defined */
+    fm_track_internal(flags, sizeof *flags);
     fm_track_internal(medium, sizeof *medium);
     fm_track_quiet(false);
 }
@@ -167,14 +168,16 @@ static FM_NOINLINE bool free_debug_block(void *p)
     return done;
 }
 
-/* Pushes a freed plain block the exact checks accepted onto this thread's cache: small (s) or
- * medium (block bytes). tracked: tell memcheck first (a constant false in free's frameless path). */
-FM_INLINE void cache_put(fm_tcache_t *tc, void *p, fm_small_span_t *s, size_t block, bool tracked)
+/* Pushes a freed plain block the exact checks accepted onto this thread's cache: small (s, whose
+ * flag word the checks read as `flags`: stored back with FREE, not read again) or medium (block
+ * bytes). tracked: tell memcheck first (a constant false in free's frameless path). */
+FM_INLINE void cache_put(fm_tcache_t *tc, void *p, const fm_small_span_t *s, unsigned flags, size_t block,
+                         bool tracked)
 {
     if (s != NULL) {
         if (tracked)
             fm_track_free(p, s->block_size - 2u, false, false);
-        fm_flags_set(p, fm_flags_get(p) | FM_FLAG_FREE);
+        fm_flags_set(p, flags | FM_FLAG_FREE);
         fm_tcache_push(tc, s->class_index, p, tracked);
     } else {
         unsigned b = fm_tcache_medium_bin_of(block);
@@ -202,10 +205,11 @@ static FM_NOINLINE void free_full(void *p)
         if ((entry & FM_REGION_TYPE_MASK) == FM_REGION_MEDIUM_SPAN) {
             const fm_medium_span_t *ms = (const fm_medium_span_t *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK);
             fm_small_span_t *s;
+            uint16_t flags = 0;
             size_t block;
-            find_cacheable_quietly(p, ms, tc, &s, &block);
+            find_cacheable_quietly(p, ms, tc, &s, &flags, &block);
             if (s != NULL || block != 0) {
-                cache_put(tc, p, s, block, true);
+                cache_put(tc, p, s, flags, block, true);
                 return;
             }
         }
@@ -240,13 +244,12 @@ FM_EXPORT void fastmm_free(void *p)
             uint16_t flags;
             fm_small_span_t *s = fm_block_small_live_flags(p, ms, &flags);
             if (FM_LIKELY(s != NULL)) {
-                fm_flags_set(p, flags | FM_FLAG_FREE);
-                fm_tcache_push(tc, s->class_index, p, false);
+                cache_put(tc, p, s, flags, 0, false);
                 return;
             }
             size_t block = cacheable_medium_block(p, ms, tc);
             if (block != 0) {
-                cache_put(tc, p, NULL, block, false);
+                cache_put(tc, p, NULL, 0, block, false);
                 return;
             }
         }
@@ -287,14 +290,13 @@ void fm_delete(void *p, size_t size, size_t alignment, unsigned how)
             fm_small_span_t *s = fm_block_small_live_flags(p, ms, &flags);
             if (FM_LIKELY(s != NULL)) {
                 if (FM_LIKELY(delete_fits(p, size, alignment, how, s, 0))) {
-                    fm_flags_set(p, flags | FM_FLAG_FREE);
-                    fm_tcache_push(tc, s->class_index, p, false);
+                    cache_put(tc, p, s, flags, 0, false);
                     return;
                 }
             } else {
                 size_t block = cacheable_medium_block(p, ms, tc);
                 if (block != 0 && delete_fits(p, size, alignment, how, NULL, block)) {
-                    cache_put(tc, p, NULL, block, false);
+                    cache_put(tc, p, NULL, 0, block, false);
                     return;
                 }
             }
