@@ -411,47 +411,6 @@ START_TEST(tcache_overflow_gives_back_top)
 }
 END_TEST
 
-/* Guards the arenas' return of a chain of freed small blocks (small.c, fm_small_free_chain): a
- * run of blocks of one span goes back in one splice, and the span's count of blocks in use drops
- * by the run's length, every block of the run on its free list. A run counted as one block
- * would leave the span's count too high (never released) and a bad splice would lose blocks. */
-START_TEST(small_free_chain_runs)
-{
-    enum { N = 24 };
-    void *p[N];
-    for (int i = 0; i < N; i++) {
-        p[i] = fastmm_malloc(100);
-        ck_assert_ptr_nonnull(p[i]);
-    }
-    /* the span of p[0], kept in use by p[0] while the others of it go back as one run */
-    fm_small_span_t *s = fm_small_span_named(p[0], fm_flags_get(p[0]));
-    void *chain = NULL, *order[N];
-    unsigned run = 0;
-    for (int i = N - 1; i >= 1; i--) {
-        if (fm_small_span_named(p[i], fm_flags_get(p[i])) != s)
-            continue;
-        fm_flags_set(p[i], fm_flags_get(p[i]) | FM_FLAG_FREE);
-        *(void **)p[i] = chain;
-        chain = p[i];
-        p[i] = NULL;
-        run++;
-    }
-    unsigned n = 0;
-    for (void *b = chain; b != NULL; b = *(void **)b)
-        order[n++] = b;
-    ck_assert_uint_ge(run, 2);
-    uint32_t before = s->blocks_in_use;
-    fm_small_free_chain(chain);
-    ck_assert_uint_eq(s->blocks_in_use, before - run);
-    void *b = s->first_free; /* the run on top of the span's free list, in its order */
-    for (unsigned i = 0; i < run; i++, b = *(void **)b)
-        ck_assert_ptr_eq(b, order[i]);
-    for (int i = 0; i < N; i++)
-        if (p[i] != NULL)
-            fastmm_free(p[i]);
-}
-END_TEST
-
 /* Small blocks of one class straight from the arenas (no thread cache), sorted by span: at
  * least `want` of them share the first block's span, and `others` holds up to `want` blocks of
  * another span of the class (the next one made, when the first fills up). */
@@ -489,27 +448,30 @@ static void *chain_of(void **blocks, unsigned n)
 }
 
 /* Guards the flush of a run of neighbours (small.c, fm_small_free_chain): a chain of one span's
- * blocks is spliced onto the span's free list whole, in its own order, with the span's count
- * lowered by the run's length; a refill then cuts them off that list in the same order. Block
- * by block the list came out reversed (the last block of the chain on top). */
+ * blocks is spliced onto the span's free list whole, in its own order, on top of the list, with
+ * the span's count lowered by the run's length; a refill then cuts them off that list in the
+ * same order. A run counted as one block would leave the span's count too high (never
+ * released), a bad splice would lose blocks, and block by block the list came out reversed (the
+ * last block of the chain on top). */
 START_TEST(small_chain_run_spliced_whole)
 {
+    enum { RUN = 4 };
     unsigned c = fm_small_class_of(RUN_CLASS_REQUEST);
-    void *b[5];
-    run_blocks(c, b, 5, NULL, NULL);
+    void *b[RUN + 1];
+    run_blocks(c, b, RUN + 1, NULL, NULL);
     fm_small_span_t *s = span_of(b[0]);
     uint32_t in_use = s->blocks_in_use;
-    fm_small_free_chain(chain_of(b, 4)); /* b[4] stays allocated: the span stays */
-    ck_assert_uint_eq(s->blocks_in_use, in_use - 4);
-    ck_assert_ptr_eq(s->first_free, b[0]);
-    for (unsigned i = 0; i < 3; i++)
-        ck_assert_ptr_eq(fm_link_get(b[i]), b[i + 1]);
+    fm_small_free_chain(chain_of(b, RUN)); /* b[RUN] stays allocated: the span stays */
+    ck_assert_uint_eq(s->blocks_in_use, in_use - RUN);
+    void *p = s->first_free; /* the run on top of the span's free list, in its order */
+    for (unsigned i = 0; i < RUN; i++, p = fm_link_get(p))
+        ck_assert_ptr_eq(p, b[i]);
     void *got;
-    ck_assert_uint_eq(fm_small_alloc_batch(c, &got, 4), 4);
-    for (unsigned i = 0; i < 4; i++, got = fm_link_get(got))
+    ck_assert_uint_eq(fm_small_alloc_batch(c, &got, RUN), RUN);
+    for (unsigned i = 0; i < RUN; i++, got = fm_link_get(got))
         ck_assert_ptr_eq(got, b[i]);
     ck_assert_uint_eq(s->blocks_in_use, in_use);
-    for (unsigned i = 0; i < 5; i++) {
+    for (unsigned i = 0; i <= RUN; i++) {
         fm_flags_set(b[i], fm_flags_get(b[i]) & ~FM_FLAG_FREE);
         fastmm_free(b[i]);
     }
@@ -617,7 +579,6 @@ int main(void)
     tcase_add_test(tc, medium_big_request_served_by_home_arena);
     tcase_add_test(tc, first_free_makes_thread_cache);
     tcase_add_test(tc, tcache_overflow_gives_back_top);
-    tcase_add_test(tc, small_free_chain_runs);
     tcase_add_test(tc, small_block_index_exact);
     suite_add_tcase(s, tc);
     tc = tcase_create("small_runs");
