@@ -90,7 +90,8 @@ static FM_NOINLINE void *malloc_full(size_t size)
 FM_EXPORT void *fastmm_malloc(size_t size)
 {
     fm_tcache_t *tc = fm_tcache_current;
-    if (FM_LIKELY(FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_slow_alloc))) { /* includes fm_track_on */
+    /* FM_TCACHE_USABLE(tc), and none of debug mode, erase-allocated, memcheck */
+    if (FM_LIKELY((uintptr_t)tc > fm_load_relaxed(&fm_fast_alloc_above))) {
         void *b = cache_take(tc, size, false);
         if (FM_LIKELY(b != NULL))
             return b;
@@ -235,7 +236,7 @@ static FM_NOINLINE void free_full(void *p)
 FM_EXPORT void fastmm_free(void *p)
 {
     fm_tcache_t *tc = fm_tcache_current;
-    if (FM_LIKELY(FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_slow_free))) { /* erase-freed, fm_track_on */
+    if (FM_LIKELY((uintptr_t)tc > fm_load_relaxed(&fm_fast_free_above))) { /* usable; not erase-freed, memcheck */
         /* the entry less its type: the span's address if the entry names a medium span, else a
          * number whose type bits are not 0 (an empty entry too) */
         uintptr_t span = fm_pagemap_lookup(p) - FM_REGION_MEDIUM_SPAN;
@@ -282,7 +283,7 @@ FM_INLINE bool delete_fits(const void *p, size_t size, size_t alignment, unsigne
 void fm_delete(void *p, size_t size, size_t alignment, unsigned how)
 {
     fm_tcache_t *tc = fm_tcache_current;
-    if (FM_LIKELY(FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_slow_free))) {
+    if (FM_LIKELY((uintptr_t)tc > fm_load_relaxed(&fm_fast_free_above))) { /* as in fastmm_free */
         uintptr_t span = fm_pagemap_lookup(p) - FM_REGION_MEDIUM_SPAN; /* as in fastmm_free */
         if (FM_LIKELY((span & FM_REGION_TYPE_MASK) == 0)) {
             const fm_medium_span_t *ms = (const fm_medium_span_t *)span;

@@ -567,9 +567,10 @@ static void apply_options_locked(void)
     fm_store_release(&fm_erase_allocated, erase_allocated_counter > 0);
     fm_store_release(&fm_erase_freed, erase_freed_counter > 0);
     fm_store_release(&fm_debug_on, on);
-    fm_store_release(&fm_slow_alloc, on || erase_allocated_counter > 0 || fm_track_on ||
-                                         fm_load_relaxed(&fm_guard_mode) == FM_GUARD_ALL);
-    fm_store_release(&fm_slow_free, erase_freed_counter > 0 || fm_track_on);
+    bool slow_alloc =
+        on || erase_allocated_counter > 0 || fm_track_on || fm_load_relaxed(&fm_guard_mode) == FM_GUARD_ALL;
+    fm_store_release(&fm_fast_alloc_above, slow_alloc ? FM_FAST_PATH_OFF : 1u);
+    fm_store_release(&fm_fast_free_above, erase_freed_counter > 0 || fm_track_on ? FM_FAST_PATH_OFF : 1u);
 }
 
 /* Allocation numbers are unique, and consecutive within a thread, but handed to each thread 64

@@ -385,7 +385,9 @@ FM_INLINE void *fm_track_new(void *p, size_t size, bool zeroed)
 
 /* ---- modes.c: the mode flags (written by debug.c) and the start time ---- */
 extern bool fm_debug_on;
-extern bool fm_erase_allocated, fm_erase_freed, fm_slow_alloc, fm_slow_free;
+extern bool fm_erase_allocated, fm_erase_freed;
+extern uintptr_t fm_fast_alloc_above, fm_fast_free_above; /* 1, or FM_FAST_PATH_OFF (modes.c) */
+#define FM_FAST_PATH_OFF UINTPTR_MAX
 extern uint64_t fm_start_ms; /* coarse time at start-up; debug blocks' times count from it */
 extern unsigned fm_stack_depth; /* return addresses per debug-mode trace (FASTMM5_STACK_DEPTH) */
 
