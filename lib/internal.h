@@ -53,9 +53,11 @@ extern uintptr_t *fm_pagemap_top[(size_t)1 << FM_PAGEMAP_TOP_BITS];
 FM_INLINE uintptr_t fm_pagemap_lookup(const void *p)
 {
     size_t chunk = (uintptr_t)p >> FM_OS_CHUNK_SHIFT;
-    if (FM_UNLIKELY((chunk >> (FM_PAGEMAP_TOP_BITS + FM_PAGEMAP_LEAF_BITS)) != 0))
+    /* the top index, bounds-checked in one compare (an address past FM_PAGEMAP_ADDRESS_BITS: 0) */
+    uint64_t top = (uint64_t)(uintptr_t)p >> (FM_OS_CHUNK_SHIFT + FM_PAGEMAP_LEAF_BITS);
+    if (FM_UNLIKELY(top >= ((uint64_t)1 << FM_PAGEMAP_TOP_BITS)))
         return 0;
-    uintptr_t *leaf = fm_load_acquire(&fm_pagemap_top[chunk >> FM_PAGEMAP_LEAF_BITS]);
+    uintptr_t *leaf = fm_load_acquire(&fm_pagemap_top[top]);
     return leaf == NULL ? 0 : fm_load_acquire(&leaf[chunk & (((size_t)1 << FM_PAGEMAP_LEAF_BITS) - 1)]);
 }
 
