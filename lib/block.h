@@ -23,6 +23,7 @@
 
 #include "base.h"
 #include "sync.h"
+#include "os.h"
 #include "layout.h"
 
 /* A decoded block: its kind and the record that owns it. */
@@ -115,26 +116,28 @@ FM_STATIC_ASSERT(FM_MEDIUM_MAX_SPAN < ((uint64_t)1 << 32), "a small block's offs
  * here: it takes the full decoding (fm_block_decode), which finds the right report. Returns the
  * span, or NULL, and in *flags the block's flag word as read (free() stores it back with FREE).
  *
- * The bounds are ms itself, not its first block: a medium span is one readable mapping of whole
- * chunks (os.h), so p - 2 and a span header at or above ms can be read, and the seal, not the
- * bounds, tells a span from other bytes: a header named inside ms's own header or bitmap holds
- * it no more than a medium block's user data, which the bounds never kept out. So this path
- * reads nothing of ms, and p's offset in its span is one add: p mod 64 plus the flag word's.
+ * The bounds are the mapping's, not ms's first block: a medium span is one readable mapping of
+ * whole chunks (os.h) and the pagemap names ms for p's chunk, so p - 2 can be read when it lies
+ * in that chunk (a block that starts a chunk, at most one in 64 KiB, takes the full decoding),
+ * and so can a span header at or above ms. The seal, not the bounds, tells a span from other
+ * bytes: a header named inside ms's own header or bitmap holds it no more than a medium block's
+ * user data, which the bounds never kept out. So this path reads nothing of ms, and p's offset
+ * in its span is one step: p mod 64 or'ed with the flag word's multiple of 64.
  */
 FM_INLINE fm_small_span_t *fm_block_small_live_flags(const void *p, const fm_medium_span_t *ms, uint16_t *flags_out)
 {
-    if ((uintptr_t)p - (uintptr_t)ms < FM_SMALL_SPAN_HEADER) /* unsigned: p below ms too */
+    if (((uintptr_t)p & (FM_OS_CHUNK - 2u)) == 0) /* p - 2 in the chunk below, maybe not ms's */
         return NULL;
     uint16_t flags = fm_flags_get(p);
     if (((flags ^ FM_FLAG_SMALL) & (FM_FLAG_SMALL | FM_FLAG_FREE | FM_FLAG_DEBUG_INFO)) != 0) /* SMALL alone */
         return NULL;
     /* fm_small_span_named's span, by p's offset in it (under FM_MEDIUM_MAX_SPAN: s <= p in ms) */
-    uint32_t offset = (uint32_t)((uintptr_t)p & 63u) + ((uint32_t)(flags & FM_SMALL_OFFSET_MASK) << 3);
+    uintptr_t offset = ((uintptr_t)p & 63u) | ((uintptr_t)(flags & FM_SMALL_OFFSET_MASK) << 3);
     fm_small_span_t *s = (fm_small_span_t *)((uintptr_t)p - offset);
     if ((uintptr_t)s < (uintptr_t)ms || (fm_load_relaxed(&s->seal) ^ fm_small_seal_key) != (uintptr_t)s)
         return NULL;
     if (fm_small_block_index(s, p) >= s->total_blocks ||
-        offset < fm_load_relaxed(&s->fed_floor)) /* fm_small_is_fed */
+        (uint32_t)offset < fm_load_relaxed(&s->fed_floor)) /* fm_small_is_fed */
         return NULL;
     *flags_out = flags;
     return s;
