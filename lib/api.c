@@ -280,7 +280,7 @@ FM_INLINE bool delete_fits(const void *p, size_t size, size_t alignment, unsigne
 /* Every C++ operator delete (operators.c): free()'s frameless path with delete_fits on the way;
  * everything else, debug blocks included (they record which family allocated them), goes to
  * fm_delete_slow. */
-void fm_delete(void *p, size_t size, size_t alignment, unsigned how)
+FM_INLINE void delete_block(void *p, size_t size, size_t alignment, unsigned how)
 {
     fm_tcache_t *tc = fm_tcache_current;
     if (FM_LIKELY((uintptr_t)tc > fm_load_relaxed(&fm_fast_free_above))) { /* as in fastmm_free */
@@ -305,6 +305,19 @@ void fm_delete(void *p, size_t size, size_t alignment, unsigned how)
     }
     if (p != NULL)
         fm_delete_slow(p, size, alignment, how);
+}
+
+void fm_delete(void *p, size_t size, size_t alignment, unsigned how) { delete_block(p, size, alignment, how); }
+
+/* The operators without an alignment (the common ones), each with its constants: delete_fits'
+ * tests of them fold away, and an unsized delete keeps to free's registers (with the family
+ * an argument, gcc saves one on every call). */
+void fm_delete_new(void *p) { delete_block(p, 0, 0, FM_FAMILY_NEW); }
+void fm_delete_new_array(void *p) { delete_block(p, 0, 0, FM_FAMILY_NEW_ARRAY); }
+void fm_delete_new_sized(void *p, size_t size) { delete_block(p, size, 0, FM_FAMILY_NEW | FM_DELETE_SIZED); }
+void fm_delete_new_array_sized(void *p, size_t size)
+{
+    delete_block(p, size, 0, FM_FAMILY_NEW_ARRAY | FM_DELETE_SIZED);
 }
 
 FM_EXPORT void *fastmm_calloc(size_t count, size_t size)

@@ -421,8 +421,14 @@ FM_HIDDEN FASTMM_MALLOC_ATTR void *fm_entry_malloc(size_t size);
 FM_HIDDEN void fm_entry_free(void *p);
 FM_HIDDEN FASTMM_MALLOC_ATTR void *fm_entry_calloc(size_t count, size_t size);
 FM_HIDDEN void *fm_entry_realloc(void *p, size_t size);
-/* api.c: every operator delete (alignment 0: not an aligned delete) */
+/* api.c: every operator delete (alignment 0: not an aligned delete), and the same with the
+ * arguments that are constants for the operators without an alignment folded in: unsized and
+ * sized, of each family */
 void fm_delete(void *p, size_t size, size_t alignment, unsigned how);
+void fm_delete_new(void *p);
+void fm_delete_new_array(void *p);
+void fm_delete_new_sized(void *p, size_t size);
+void fm_delete_new_array_sized(void *p, size_t size);
 /* delete_check.c: what fm_delete does not settle inline - debug blocks, and blocks whose size
  * or alignment did not pass the quick check: checked in full, reported, and freed */
 void fm_delete_slow(void *p, size_t size, size_t alignment, unsigned how);

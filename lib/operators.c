@@ -142,9 +142,9 @@ void *fm_op_new_array_aligned_nothrow(size_t size, size_t alignment, const void 
     return new_block(size, alignment, FM_FAMILY_NEW_ARRAY, true);
 }
 
-/* Every operator delete: fm_delete (api.c) frees as free() does, after checking a sized
- * delete's size and an aligned delete's alignment against the block (and, for a debug block,
- * the family that allocated it). */
+/* Every operator delete: fm_delete and its forms for each family (api.c) free as free() does,
+ * after checking a sized delete's size and an aligned delete's alignment against the block (and,
+ * for a debug block, the family that allocated it). */
 FM_EXPORT void fm_op_delete(void *p) __asm__("_ZdlPv");
 FM_EXPORT void fm_op_delete_array(void *p) __asm__("_ZdaPv");
 FM_EXPORT void fm_op_delete_sized(void *p, size_t size) __asm__("_ZdlPv" SZ);
@@ -161,22 +161,22 @@ FM_EXPORT void fm_op_delete_aligned_nothrow(void *p, size_t alignment, const voi
 FM_EXPORT void fm_op_delete_array_aligned_nothrow(void *p, size_t alignment, const void *tag)
     __asm__("_ZdaPv" ALIGN_T NOTHROW_T);
 
-void fm_op_delete(void *p) { fm_delete(p, 0, 0, FM_FAMILY_NEW); }
-void fm_op_delete_array(void *p) { fm_delete(p, 0, 0, FM_FAMILY_NEW_ARRAY); }
-void fm_op_delete_sized(void *p, size_t size) { fm_delete(p, size, 0, FM_FAMILY_NEW | FM_DELETE_SIZED); }
+void fm_op_delete(void *p) { fm_delete_new(p); }
+void fm_op_delete_array(void *p) { fm_delete_new_array(p); }
+void fm_op_delete_sized(void *p, size_t size) { fm_delete_new_sized(p, size); }
 void fm_op_delete_array_sized(void *p, size_t size)
 {
-    fm_delete(p, size, 0, FM_FAMILY_NEW_ARRAY | FM_DELETE_SIZED);
+    fm_delete_new_array_sized(p, size);
 }
 void fm_op_delete_nothrow(void *p, const void *tag)
 {
     (void)tag;
-    fm_delete(p, 0, 0, FM_FAMILY_NEW);
+    fm_delete_new(p);
 }
 void fm_op_delete_array_nothrow(void *p, const void *tag)
 {
     (void)tag;
-    fm_delete(p, 0, 0, FM_FAMILY_NEW_ARRAY);
+    fm_delete_new_array(p);
 }
 void fm_op_delete_aligned(void *p, size_t alignment) { fm_delete(p, 0, alignment, FM_FAMILY_NEW); }
 void fm_op_delete_array_aligned(void *p, size_t alignment) { fm_delete(p, 0, alignment, FM_FAMILY_NEW_ARRAY); }
