@@ -474,6 +474,40 @@ START_TEST(test_double_free_of_kept_block)
 }
 END_TEST
 
+/* Guards free's inline small-block check (block.h, fm_block_small_live_flags), which reads a flag
+ * word only where it lies in the pointer's own 64 KiB chunk: a small block that starts a chunk
+ * takes the full decoding instead. It is freed there (no event), and a second free of it is
+ * still reported as INVALID_POINTER naming it. */
+START_TEST(test_chunk_start_small_block)
+{
+    enum { MAX = 60000 };
+    void **blocks = calloc(MAX, sizeof *blocks);
+    ck_assert_ptr_nonnull(blocks);
+    void *p = NULL;
+    int n = 0;
+    while (n < MAX && p == NULL) { /* 16-byte blocks: a span across a chunk boundary has one on it */
+        blocks[n] = malloc(8);
+        ck_assert_ptr_nonnull(blocks[n]);
+        if (((uintptr_t)blocks[n] & 0xffffu) == 0)
+            p = blocks[n];
+        n++;
+    }
+    REQUIRE(p != NULL, "no 16-byte block of %d started a 64 KiB chunk: the test no longer covers one", n);
+    ev_reset();
+    free(launder_ptr(p));
+    REQUIRE((int)evn() == 0, "free of the chunk-start block %p: %d events", p, (int)evn());
+    free(launder_ptr(p));
+    assert_event(1, p, "free", "small, at a chunk start");
+    REQUIRE(strcasestr(ev_last_text(), "already freed") != NULL, "the report does not say already freed: \"%.300s\"",
+            ev_last_text());
+    for (int i = 0; i < n; i++)
+        if (blocks[i] != p)
+            free(blocks[i]);
+    free(blocks);
+    REQUIRE((int)evn() == 1, "%d events after the valid frees", (int)evn());
+}
+END_TEST
+
 /* Guards calloc on a retained large mapping: it is zeroed although it is not fresh from mmap. */
 START_TEST(test_calloc_zeroes_retained_mapping)
 {
@@ -736,6 +770,7 @@ Suite *suite_errors(void)
     tcase_add_checked_fixture(tc, continue_setup, continue_teardown);
     tcase_add_loop_test(tc, test_invalid_pointer_continue, 0, BAD_KIND_COUNT);
     tcase_add_loop_test(tc, test_double_free_of_kept_block, 0, (int)(sizeof kept_sizes / sizeof kept_sizes[0]));
+    tcase_add_test(tc, test_chunk_start_small_block);
     tcase_add_test(tc, test_calloc_zeroes_retained_mapping);
     tcase_add_test(tc, test_retained_mappings_released);
     tcase_add_test(tc, test_unfed_block_refused);
