@@ -119,7 +119,7 @@ static bool chosen(size_t size)
     if (size <= FM_SMALL_MAX_USER && FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_debug_on)) {
         unsigned c = fm_small_class_of(size);
         if (tc->bins[c].head == NULL)
-            weight = fm_tcache_limits[c] / 2u + 1u;
+            weight = tc->bins[c].limit / 2u + 1u; /* what the refill takes */
     }
     if (countdown == 0)
         countdown = next_countdown();

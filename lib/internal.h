@@ -274,12 +274,13 @@ typedef struct fm_tcache_bin {
     /* how many more blocks the stack takes (limit - its length), counted down so that free()'s
      * push tests it in one subtraction: below 0, the stack is over its limit */
     int room;
-    unsigned limit; /* fm_tcache_limits[class] */
+    unsigned limit; /* at most fm_tcache_limits[class]: a bin widens as it proves busy */
 } fm_tcache_bin_t;
 typedef struct fm_tcache {
     fm_tcache_bin_t bins[FM_SMALL_CLASS_COUNT];
     struct fm_tcache *pool_link;          /* tcache.c's pool of caches of exited threads */
     bool kept;                            /* in the pool with its blocks (tcache.c) */
+    uint32_t visited[FM_SMALL_CLASS_COUNT]; /* fm_os_ticks() of each bin's last arena visit */
     size_t medium_bytes;                  /* block bytes held in medium[] */
     /* a bit per medium bin that may hold blocks: set by every push, cleared by tcache.c when it
      * finds the bin empty (malloc's inline path empties bins without clearing it) */
@@ -287,7 +288,7 @@ typedef struct fm_tcache {
     void *medium[FM_TCACHE_MEDIUM_BINS];  /* by medium bin of the block size, linked as above */
 } fm_tcache_t;
 extern __thread fm_tcache_t *fm_tcache_current __attribute__((tls_model("initial-exec")));
-extern uint16_t fm_tcache_limits[FM_SMALL_CLASS_COUNT];
+extern uint16_t fm_tcache_limits[FM_SMALL_CLASS_COUNT]; /* the widest a bin of the class gets */
 void fm_tcache_init(void);
 void fm_tcache_init_key(void);
 void *fm_tcache_refill(unsigned class_index);

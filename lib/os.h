@@ -44,6 +44,11 @@ uint32_t fm_os_thread_id(void);
 void fm_os_forget_thread_id(void);
 uint64_t fm_os_time_ms(void);
 uint64_t fm_os_coarse_time_ms(void);            /* cheaper, within a scheduler tick */
+/* A fast, monotonic-enough tick count for rough rate estimates (the thread caches' widths): the
+ * CPU's time-stamp counter where it has one, else nanoseconds. fm_os_ticks_per_50us: about
+ * 50 microseconds' worth. */
+uint64_t fm_os_ticks(void);
+extern uint32_t fm_os_ticks_per_50us;
 void fm_os_yield(void);
 const char *fm_os_getenv(const char *name);     /* no allocation; NULL in set-uid programs */
 uintptr_t fm_os_random_word(void);              /* unpredictable per process, no system call */

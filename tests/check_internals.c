@@ -383,6 +383,9 @@ START_TEST(tcache_overflow_gives_back_top)
     ck_assert_ptr_nonnull(tc);
     unsigned c = fm_small_class_of(100);
     fm_tcache_bin_t *bin = &tc->bins[c];
+    /* at its widest: a narrower bin that overflows may widen instead of giving blocks back */
+    bin->room += (int)(fm_tcache_limits[c] - bin->limit);
+    bin->limit = fm_tcache_limits[c];
     unsigned n = 2u * bin->limit + 2u;
     void **blocks = calloc(n, sizeof *blocks);
     ck_assert_ptr_nonnull(blocks);
@@ -408,6 +411,68 @@ START_TEST(tcache_overflow_gives_back_top)
     for (; i < n; i++)
         fastmm_free(blocks[i]);
     free(blocks);
+}
+END_TEST
+
+/* A new thread's first block of 500 bytes: how many blocks its cache took from the arenas. */
+static void *first_block_batch(void *arg)
+{
+    (void)arg;
+    unsigned c = fm_small_class_of(500);
+    void *p = fastmm_malloc(500);
+    fm_tcache_t *tc = fm_tcache_current;
+    uintptr_t taken = p != NULL && FM_TCACHE_USABLE(tc) ? fm_tcache_bin_count(&tc->bins[c]) + 1u : 0u;
+    fastmm_free(p);
+    return (void *)taken;
+}
+
+/* Guards the narrow start of a thread cache's bins (tcache.c, START_BYTES): a new thread's first
+ * block of a class takes two blocks from the arenas, not half of the class's widest stack (17
+ * blocks of 512 bytes). A thread that uses many classes a little (an inverse-square size mix,
+ * a short-lived thread) otherwise keeps up to 16 KiB resident in each of them. */
+START_TEST(tcache_bins_start_narrow)
+{
+    fastmm_process_pending_frees(); /* no exited thread's cache, with its widths, to take over */
+    pthread_t t;
+    void *taken;
+    ck_assert_int_eq(pthread_create(&t, NULL, first_block_batch, NULL), 0);
+    ck_assert_int_eq(pthread_join(t, &taken), 0);
+    ck_assert_msg((uintptr_t)taken != 0, "the thread had no cache");
+    ck_assert_msg((uintptr_t)taken <= 2u, "a new thread's first 500-byte block took %u blocks from the arenas",
+                  (unsigned)(uintptr_t)taken);
+}
+END_TEST
+
+/* Guards the widening of a busy bin (tcache.c, widen_if_busy): a class's allocations and frees
+ * bring its bin to the class's widest, with the stack as long as its count says. A bin that
+ * never widened would visit the arenas every other block for a thread that uses a class
+ * heavily. Every visit counts as soon after the previous one here (the threshold at its top),
+ * so that the test does not depend on the machine's speed: Valgrind and qemu run far slower
+ * than the rule's 50 microseconds assume. */
+START_TEST(tcache_busy_bin_widens)
+{
+    enum { N = 64 };
+    void *p[N];
+    (void)fm_os_ticks(); /* where the threshold is set at the first reading */
+    uint32_t threshold = fm_os_ticks_per_50us;
+    fm_os_ticks_per_50us = UINT32_MAX;
+    fm_tcache_t *tc = fm_tcache_start();
+    ck_assert_ptr_nonnull(tc);
+    unsigned c = fm_small_class_of(500);
+    fm_tcache_bin_t *bin = &tc->bins[c];
+    for (int round = 0; round < 8 && bin->limit < fm_tcache_limits[c]; round++) {
+        for (int i = 0; i < N; i++)
+            ck_assert_ptr_nonnull(p[i] = fastmm_malloc(500));
+        for (int i = 0; i < N; i++)
+            fastmm_free(p[i]);
+    }
+    fm_os_ticks_per_50us = threshold;
+    ck_assert_uint_eq(bin->limit, fm_tcache_limits[c]);
+    unsigned length = 0;
+    for (void *b = bin->head; b != NULL; b = *(void **)b)
+        length++;
+    ck_assert_uint_eq(length, fm_tcache_bin_count(bin));
+    ck_assert_int_ge(bin->room, 0);
 }
 END_TEST
 
@@ -666,6 +731,8 @@ int main(void)
     tcase_add_test(tc, tcache_overflow_gives_back_top);
     tcase_add_test(tc, tcache_medium_overflow_keeps_small_blocks);
     tcase_add_test(tc, tcache_medium_malloc_takes_slightly_bigger);
+    tcase_add_test(tc, tcache_bins_start_narrow);
+    tcase_add_test(tc, tcache_busy_bin_widens);
     tcase_add_test(tc, small_block_index_exact);
     suite_add_tcase(s, tc);
     tc = tcase_create("small_runs");

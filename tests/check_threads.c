@@ -511,8 +511,9 @@ END_TEST
  * count as allocated (as FastMM5 counts pending frees), the next thread's mallocs of that size
  * get them back in stack order (the last freed first; through the arenas they come back in the
  * order they were freed), and fastmm_process_pending_frees gives them back to the arenas.
- * 2000-byte blocks: a class the C library's own per-thread allocations do not use. */
-#define KEPT_SIZE 2000
+ * 150-byte blocks: a class the C library's own per-thread allocations do not use, whose bins
+ * start wide enough (6 blocks) to keep all three without widening. */
+#define KEPT_SIZE 150
 static void *kept_blocks[3];
 static void *alloc_free_then_exit(void *arg)
 {
