@@ -153,10 +153,19 @@ static int stdio_worker(long forks)
 }
 
 static volatile sig_atomic_t handler_failed;
+static volatile sig_atomic_t loop_steps; /* the signal worker's iterations, counted */
 
+/* Forks at most once per step of the worker's loop: where a fork takes longer than the timer's
+ * interval (a loaded machine), the next signal is already pending when the handler returns, and
+ * a write that faults on a page the fork made copy-on-write would be interrupted again before it
+ * completes, forever. */
 static void fork_from_handler(int sig)
 {
     (void)sig;
+    static sig_atomic_t forked_at = -1;
+    if (loop_steps == forked_at)
+        return;
+    forked_at = loop_steps;
     int saved = errno;
     pid_t pid = fork();
     if (pid == 0)
@@ -189,6 +198,7 @@ static int signal_worker(long forks)
     void *slots[256] = {0};
     unsigned x = 777;
     while (atomic_load(&progress->forks) < forks && !handler_failed) {
+        loop_steps = (loop_steps + 1) & 0x3fffffff;
         x = x * 1103515245u + 12345u;
         unsigned i = (x >> 8) % 256;
         size_t n = 1 + (x >> 12) % ((x & 1) ? 300 : 300000);
