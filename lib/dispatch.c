@@ -93,16 +93,15 @@ void fm_free_classified(void *p, fm_block_ref_t ref)
  * too (debug.c), and its stacks are LIFO, so a freed debug block is the first one reused, as in
  * FastMM5: a write after free is caught at the next allocation of that size. Taking a freed
  * debug block from the cache vets it (tcache.c), as taking one from an arena does. The callers
- * have started the heap (fm_ensure_init), as for every function here. fit: a cached medium block
- * a little bigger than the request will do (fm_tcache_medium_take). */
-static void *alloc(size_t size, bool fit)
+ * have started the heap (fm_ensure_init), as for every function here. */
+void *fm_alloc(size_t size)
 {
     void *p;
     if (FM_LIKELY(size <= FM_SMALL_MAX_USER)) {
         p = fm_tcache_refill(fm_small_class_of(size));
     } else if (size <= FM_MEDIUM_MAX_USER) {
         size_t block = fm_medium_round_request(size);
-        p = fm_tcache_medium_take(block, fit);
+        p = fm_tcache_medium_take(block);
         if (p == NULL)
             p = fm_medium_alloc(block, false);
         if (FM_UNLIKELY(p == NULL) && (fm_tcache_medium_release() | fm_tcache_release_kept()))
@@ -119,11 +118,6 @@ static void *alloc(size_t size, bool fit)
     return p;
 }
 
-void *fm_alloc(size_t size) { return alloc(size, true); }
-
-/* A block of exactly the size class or bin the request rounds to: realloc's moves, whose
- * requests carry their own headroom. */
-void *fm_alloc_exact(size_t size) { return alloc(size, false); }
 
 /* Small blocks are aligned to gcd(class size, 64), so for alignments up to 64 pick the first
  * class at least as big that is a multiple of the alignment (FastMM5's minimum-alignment rule). */

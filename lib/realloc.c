@@ -21,7 +21,7 @@
 /* request: the size asked of the allocator (inflated on growth); size: what the caller asked. */
 static void *move_block(void *p, fm_block_ref_t ref, size_t request, size_t copy, size_t size)
 {
-    void *q = fm_track_new(fm_alloc_exact(request), size, false);
+    void *q = fm_track_new(fm_alloc(request), size, false);
     if (q == NULL)
         return NULL;
     size_t old_usable = fm_block_usable(p, ref);
