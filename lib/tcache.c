@@ -34,8 +34,8 @@
  * thread uses heavily earns the full width. The blocks a stack holds, and those a refill takes
  * (half its width), are memory that the class's spans keep resident for this thread; a thread
  * that touches many classes lightly (an inverse-square size mix, a short-lived thread's few
- * blocks) otherwise holds up to 16 KiB in each of them - most of its footprint - while visits
- * 50 microseconds apart cost it well under one percent of its time. */
+ * blocks) otherwise holds up to 16 KiB in each of them - most of its footprint - while a class
+ * whose visits come more than 50 microseconds apart spends little of its time on them. */
 #define BIN_BYTES 16384u
 #define START_BYTES 1024u
 #define START_MIN 2u
