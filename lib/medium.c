@@ -825,15 +825,48 @@ static fm_small_manager_t *small_span_manager(const void *p)
     return fm_load_acquire(&((const fm_small_span_t *)p)->manager);
 }
 
+/* ---- stepping from block to block, for the walks below ----
+ * A block whose header the program overwrote is reported when the allocator meets it and then
+ * stays in use for good (tcache.c, debug.c); its size field is whatever was written there. So a
+ * walk trusts a header only if it names its own position and its size ends inside the walked
+ * range; past one that does not, the next block is the next 64-byte unit whose header does and
+ * which is either marked in use or ends in a matching boundary tag (a free block). */
+static bool header_sound(const fm_medium_span_t *span, size_t off, size_t end)
+{
+    const fm_medium_header_t *h = fm_medium_header_of((const char *)span + off);
+    return h->span_offset64 == off / 64u && h->size64 != 0 && off + (size_t)h->size64 * 64u <= end;
+}
+
+static bool block_found_at(const fm_medium_span_t *span, size_t off, size_t end)
+{
+    if (!header_sound(span, off, end))
+        return false;
+    const char *p = (const char *)span + off;
+    return is_used(span, p) || *fm_medium_boundary_tag(p + fm_medium_block_size(p)) == fm_medium_block_size(p);
+}
+
+/* The bytes from the block at `off` to the next block; *damaged when its header is not sound. */
+static size_t block_extent(const fm_medium_span_t *span, size_t off, size_t end, bool *damaged)
+{
+    *damaged = !header_sound(span, off, end);
+    if (!*damaged)
+        return fm_medium_block_size((const char *)span + off);
+    size_t next = off + 64u;
+    while (next < end && !block_found_at(span, next, end))
+        next += 64u;
+    return next - off;
+}
+
 /* ---- statistics: one pass over every span, each arena locked in turn ---- */
 
-static void collect_block(fm_usage_detail_t *d, const fm_medium_span_t *span, const char *p, size_t size)
+static void collect_block(fm_usage_detail_t *d, const fm_medium_span_t *span, const char *p, size_t size,
+                          bool damaged)
 {
     if (!is_used(span, p)) {
         d->medium_free_bytes += size;
         return;
     }
-    const fm_small_manager_t *sm = small_span_manager(p);
+    const fm_small_manager_t *sm = damaged ? NULL : small_span_manager(p);
     if (sm == NULL) {
         d->medium_used_blocks++;
         d->medium_used_bytes += size - FM_MEDIUM_HEADER;
@@ -857,9 +890,9 @@ void fm_medium_collect(fm_usage_detail_t *d)
             size_t end = span == m->feed_span ? m->feed_offset : span->span_size;
             d->medium_free_bytes += span->span_size - end; /* not yet carved */
             for (size_t off = span->first_block; off < end;) {
-                const char *p = (const char *)span + off;
-                size_t size = fm_medium_block_size(p);
-                collect_block(d, span, p, size);
+                bool damaged;
+                size_t size = block_extent(span, off, end, &damaged);
+                collect_block(d, span, (const char *)span + off, size, damaged);
                 off += size;
             }
         }
@@ -889,6 +922,16 @@ static void unlock_after(fm_lock_t *l, uint64_t deadline_ms)
         fm_lock_release(l);
 }
 
+/* Whether small block b's flag word is one the allocator wrote: small, and naming b's own span.
+ * A block whose flag word the program overwrote stays in use for good once found (tcache.c,
+ * debug.c), so the walk reports it as a plain small block in use. */
+static bool small_flags_sound(const fm_small_span_t *s, const char *b)
+{
+    uint16_t flags = fm_flags_get(b);
+    uintptr_t offset = ((uintptr_t)b & 63u) | ((uintptr_t)(flags & FM_SMALL_OFFSET_MASK) << 3);
+    return (flags & FM_FLAG_SMALL) != 0 && offset == (uintptr_t)(b - (const char *)s);
+}
+
 static bool walk_small_span(fm_small_span_t *s, fm_small_manager_t *sm, fm_walk_record_t *span_rec,
                             fm_walk_visit_t visit, void *arg, uint64_t deadline_ms)
 {
@@ -909,7 +952,7 @@ static bool walk_small_span(fm_small_span_t *s, fm_small_manager_t *sm, fm_walk_
     visit(span_rec, arg);
     for (uint32_t i = unfed; i < s->total_blocks; i++) {
         char *b = (char *)s + FM_SMALL_SPAN_HEADER + (size_t)i * sm->block_size;
-        uint16_t flags = fm_flags_get(b);
+        uint16_t flags = small_flags_sound(s, b) ? fm_flags_get(b) : (uint16_t)FM_FLAG_SMALL;
         fm_walk_record_t r = {b, sm->block_size, (size_t)sm->block_size - 2u, flags, FM_WALK_SMALL_BLOCK,
                               sm->arena, (flags & FM_FLAG_FREE) != 0, 0, sm->block_size};
         visit(&r, arg);
@@ -934,12 +977,14 @@ bool fm_medium_walk(fm_walk_visit_t visit, void *arg, uint64_t deadline_ms)
             visit(&sr, arg);
             for (size_t off = span->first_block; off < end;) {
                 char *p = (char *)span + off;
-                size_t size = fm_medium_block_size(p);
+                bool damaged;
+                size_t size = block_extent(span, off, end, &damaged);
                 bool used = is_used(span, p);
-                uint16_t flags = fm_flags_get(p);
+                /* a damaged block's flag word is not read: it is a plain block in use */
+                uint16_t flags = damaged ? (uint16_t)FM_FLAG_MEDIUM : fm_flags_get(p);
                 fm_walk_record_t r = {p, size, size - FM_MEDIUM_HEADER, used ? flags : (uint16_t)(flags | FM_FLAG_FREE),
                                       FM_WALK_MEDIUM_BLOCK, a, !used || (flags & FM_FLAG_FREE), 0, 0};
-                fm_small_manager_t *sm = used ? small_span_manager(p) : NULL;
+                fm_small_manager_t *sm = used && !damaged ? small_span_manager(p) : NULL;
                 if (sm != NULL) {
                     r.kind = FM_WALK_SMALL_SPAN;
                     complete &= walk_small_span((fm_small_span_t *)p, sm, &r, visit, arg, deadline_ms);

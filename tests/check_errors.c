@@ -535,6 +535,23 @@ END_TEST
  * the write itself is the error memcheck reports. */
 static const size_t damaged_sizes[] = {40, 4096};
 
+typedef struct damaged_seen {
+    const void *block;
+    size_t block_size;
+    bool free;
+    unsigned visits;
+} damaged_seen_t;
+
+static void find_damaged_cb(const fastmm_block_info_t *b, void *user)
+{
+    damaged_seen_t *seen = user;
+    if (b->address != seen->block)
+        return;
+    seen->visits++;
+    seen->block_size = b->block_size;
+    seen->free = b->free;
+}
+
 START_TEST(test_damaged_freed_block_not_reused)
 {
     if (RUNNING_ON_VALGRIND)
@@ -565,6 +582,23 @@ START_TEST(test_damaged_freed_block_not_reused)
         free(r);
     }
     ck_assert_int_eq((int)evn(), 1);
+    /* the heap walk and the usage figures step over the damaged header: the block is one used
+     * block of its true size, and the walk goes on to the blocks after it */
+    damaged_seen_t seen = {p, 0, true, 0};
+    fastmm_walk_options_t all = FASTMM_WALK_OPTIONS_INIT;
+    all.used_only = false;
+    ck_assert(fastmm_walk_blocks(find_damaged_cb, &seen, &all));
+    ck_assert_uint_eq(seen.visits, 1);
+    ck_assert(!seen.free);
+    ck_assert_uint_ge(seen.block_size, n);
+    ck_assert_uint_le(seen.block_size, n + 128);
+    damaged_seen_t after = {q, 0, true, 0};
+    ck_assert(fastmm_walk_blocks(find_damaged_cb, &after, &all));
+    ck_assert_uint_eq(after.visits, 1);
+    ck_assert(!after.free);
+    fastmm_usage_t usage;
+    fastmm_get_usage(&usage);
+    ck_assert_uint_ge(usage.allocated_bytes, 2 * n);
     free(q);
     free(keep);
 }
