@@ -322,7 +322,10 @@ END_TEST
 Suite *suite_leaks(void)
 {
     Suite *s = suite_create("leaks");
-    if (RUNNING_ON_VALGRIND)
+    /* Nor in one process with the other tests (CK_FORK=no): the planted blocks reuse addresses
+     * of blocks that earlier tests had, and the memory those tests leave behind still holds such
+     * words, so the expected kinds hold only in a process of the test's own. */
+    if (RUNNING_ON_VALGRIND || !test_forking())
         return s;
     TCase *tc = tcase_create("reachability");
     tcase_set_timeout(tc, TEST_TIMEOUT);
