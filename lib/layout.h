@@ -187,7 +187,8 @@ typedef struct fm_medium_manager {
     fm_medium_free_links_t *bins[FM_MEDIUM_BIN_COUNT];
     uint64_t served;
     fm_medium_span_t *kept_empty; /* an empty, uncoalesced span kept for reuse (one per arena) */
-    void *quarantine[8];          /* corrupt freed debug blocks found under the lock, to report */
+    void *quarantine[8];          /* damaged freed blocks found under the lock, to report */
+    const char *quarantine_op[8]; /* the operation that found a plain one; NULL: a debug block */
     unsigned quarantine_count;
 } FM_CACHE_ALIGNED fm_medium_manager_t;
 

@@ -52,6 +52,7 @@ static void set_header(fm_medium_span_t *span, void *p, size_t size, uint16_t fl
 FM_INLINE bool is_sentinel(const void *p) { return fm_medium_header_of(p)->size64 == 0; }
 
 static void mark_frontier(fm_medium_manager_t *m);
+static void report_quarantine_and_unlock(fm_medium_manager_t *m);
 
 /* ---- bins ---- */
 
@@ -70,9 +71,8 @@ static void bin_insert(fm_medium_manager_t *m, void *p, size_t size)
     m->bins[bin] = b;
 }
 
-static void bin_remove(fm_medium_manager_t *m, void *p, size_t size)
+static void bin_remove_from(fm_medium_manager_t *m, void *p, unsigned bin)
 {
-    unsigned bin = fm_medium_bin_of(size);
     fm_medium_free_links_t *b = p;
     if (b->prev != NULL)
         b->prev->next = b->next;
@@ -86,6 +86,8 @@ static void bin_remove(fm_medium_manager_t *m, void *p, size_t size)
             fm_store_relaxed(&m->group_bitmap, m->group_bitmap & ~(1u << (bin / 32)));
     }
 }
+
+static void bin_remove(fm_medium_manager_t *m, void *p, size_t size) { bin_remove_from(m, p, fm_medium_bin_of(size)); }
 
 /* The first bin whose every block is at least `size`: round the size up to a bin boundary. */
 static unsigned min_bin_for(size_t size)
@@ -263,6 +265,80 @@ static void purge_if_due_locked(fm_medium_manager_t *m, uint64_t now)
     }
 }
 
+/* ---- free blocks whose header the program overwrote ----
+ * A free block's header names its own position, its size and its free state, and the block ends
+ * in a boundary tag holding that size. (The next header's prev_free is no such witness: with
+ * debug mode's never-merge option, taking a free block clears its own prev_free although the
+ * free block below it stays.) A write just before a free block, past the end of the block below
+ * it, breaks that agreement. Before a free block is handed out or merged with, it is checked; a
+ * damaged one is taken out of its bin, marked in use for good (no neighbour merges with it
+ * again) and reported once the lock is dropped. */
+
+static void quarantine_note(fm_medium_manager_t *m, void *p, const char *operation)
+{
+    if (m->quarantine_count < sizeof m->quarantine / sizeof m->quarantine[0]) {
+        m->quarantine_op[m->quarantine_count] = operation;
+        m->quarantine[m->quarantine_count++] = p;
+    }
+}
+
+FM_INLINE bool free_block_sound(const fm_medium_span_t *span, const char *p)
+{
+    size_t off = (size_t)(p - (const char *)span);
+    const fm_medium_header_t *h = fm_medium_header_of(p);
+    size_t size = (size_t)h->size64 * 64u;
+    if (h->span_offset64 != off / 64u || size == 0 || size > span->span_size - off ||
+        (h->flags & (FM_FLAG_MEDIUM | FM_FLAG_SMALL | FM_FLAG_FREE)) != (FM_FLAG_MEDIUM | FM_FLAG_FREE))
+        return false;
+    return *fm_medium_boundary_tag(p + size) == size;
+}
+
+/* The end of the damaged free block at p: the first header above it that names its own position
+ * (or ends the span or the feed) and whose boundary tag measures back to p; NULL if none does. */
+static char *damaged_block_end(const fm_medium_span_t *span, char *p)
+{
+    size_t off = (size_t)(p - (const char *)span);
+    fm_track_quiet(true); /* the search reads the block's own bytes */
+    char *end = NULL;
+    for (size_t at = off + 64u; at <= span->span_size && end == NULL; at += 64u) {
+        char *q = (char *)span + at;
+        const fm_medium_header_t *h = fm_medium_header_of(q);
+        if (*fm_medium_boundary_tag(q) == at - off && (h->span_offset64 == at / 64u || h->size64 == 0))
+            end = q;
+    }
+    fm_track_quiet(false);
+    return end;
+}
+
+/* Unlinks p from whichever bin holds it, without trusting its size. */
+static void bin_remove_damaged(fm_medium_manager_t *m, void *p)
+{
+    fm_medium_free_links_t *b = p;
+    for (unsigned bin = 0; bin < FM_MEDIUM_BIN_COUNT; bin++)
+        if (m->bins[bin] == b) {
+            b->prev = NULL; /* a head's */
+            bin_remove_from(m, p, bin);
+            return;
+        }
+    if (b->prev != NULL && b->prev->next == b) { /* inside a list: a head stays */
+        b->prev->next = b->next;
+        if (b->next != NULL && b->next->prev == b)
+            b->next->prev = b->prev;
+    }
+}
+
+static void quarantine_free_block(fm_medium_manager_t *m, fm_medium_span_t *span, void *p, const char *operation)
+{
+    char *end = damaged_block_end(span, p);
+    if (end == NULL || (size_t)(end - (char *)p) >= FM_MEDIUM_MIN_BLOCK)
+        bin_remove_damaged(m, p);
+    if (end != NULL)
+        fm_medium_header_of(end)->prev_free = 0;
+    if (!is_used(span, p))
+        set_used(span, p, true);
+    quarantine_note(m, p, operation);
+}
+
 /* Turns an in-use block into free space: merge with free neighbours, then bin it, or release
  * the span if nothing else is left in it. A freed debug block keeps its DEBUG_INFO flag (its
  * contents are checked when it is reused); with the never-merge option it is not merged
@@ -276,8 +352,10 @@ static void free_locked(fm_medium_manager_t *m, void *p)
     set_used(span, p, false);
 
     char *next = (char *)p + size;
-    if (!is_sentinel(next) && !is_used(span, next) &&
-        (!no_merge || !(fm_flags_get(next) & FM_FLAG_DEBUG_INFO))) {
+    if (!is_sentinel(next) && !is_used(span, next) && !free_block_sound(span, next))
+        quarantine_free_block(m, span, next, "free");
+    else if (!is_sentinel(next) && !is_used(span, next) &&
+             (!no_merge || !(fm_flags_get(next) & FM_FLAG_DEBUG_INFO))) {
         size_t next_size = fm_medium_block_size(next);
         if (next_size >= FM_MEDIUM_MIN_BLOCK)
             bin_remove(m, next, next_size);
@@ -286,12 +364,21 @@ static void free_locked(fm_medium_manager_t *m, void *p)
     uint8_t prev_free = fm_medium_header_of(p)->prev_free;
     if (prev_free && !no_merge) {
         size_t prev_size = *fm_medium_boundary_tag(p);
-        p = (char *)p - prev_size;
-        if (prev_size >= FM_MEDIUM_MIN_BLOCK)
-            bin_remove(m, p, prev_size);
-        size += prev_size;
-        debug_info = fm_flags_get(p) & FM_FLAG_DEBUG_INFO;
-        prev_free = 0;
+        char *prev = (char *)p - prev_size;
+        size_t p_off = (size_t)((char *)p - (char *)span);
+        if (prev_size == 0 || prev_size > p_off - span->first_block || prev_size % 64u != 0 ||
+            !free_block_sound(span, prev)) {
+            /* the tag or the block below is damaged: no merge; the block below is found by
+             * its own checks when it is handed out or merged with from below */
+            prev_free = 0;
+        } else {
+            p = prev;
+            if (prev_size >= FM_MEDIUM_MIN_BLOCK)
+                bin_remove(m, p, prev_size);
+            size += prev_size;
+            debug_info = fm_flags_get(p) & FM_FLAG_DEBUG_INFO;
+            prev_free = 0;
+        }
     }
     bool at_frontier = span == m->feed_span && (char *)p + size == (char *)span + m->feed_offset;
     if (at_frontier && !debug_info && !no_merge) {
@@ -366,8 +453,7 @@ static bool vet_reuse_locked(fm_medium_manager_t *m, void *p)
         return true;
     if (fm_hooks.debug_freed_block_intact(p))
         return true; /* its DEBUG_INFO is cleared: the scan leaves it alone */
-    if (m->quarantine_count < sizeof m->quarantine / sizeof m->quarantine[0])
-        m->quarantine[m->quarantine_count++] = p;
+    quarantine_note(m, p, NULL);
     return false;
 }
 
@@ -375,8 +461,13 @@ static bool vet_reuse_locked(fm_medium_manager_t *m, void *p)
  * debug block (quarantined: it stays in use, never merged or reused). */
 static void *take_binned(fm_medium_manager_t *m, void *p, size_t size)
 {
+    /* the span from the ownership map: the header is not trusted yet */
+    fm_medium_span_t *span = (fm_medium_span_t *)(fm_pagemap_lookup(p) & ~(uintptr_t)FM_REGION_TYPE_MASK);
+    if (!free_block_sound(span, p)) {
+        quarantine_free_block(m, span, p, "malloc");
+        return NULL;
+    }
     bin_remove(m, p, fm_medium_block_size(p));
-    fm_medium_span_t *span = fm_medium_span_of(p);
     bool intact = vet_reuse_locked(m, p);
     uint16_t debug_info = fm_flags_get(p) & FM_FLAG_DEBUG_INFO;
     set_header(span, p, fm_medium_block_size(p), (uint16_t)(FM_FLAG_MEDIUM | debug_info), 0);
@@ -558,7 +649,7 @@ static fm_medium_manager_t *alloc_locked(size_t size, void **out)
                 if ((*out = alloc_in_locked(m, size, false, &oom)) != NULL ||
                     (*out = take_from_feed(m, size)) != NULL)
                     return m;
-                fm_lock_release(&m->lock);
+                report_quarantine_and_unlock(m);
             }
         }
         /* Attempt 1: an arena that already holds a fitting free block (touches no new memory). */
@@ -571,7 +662,7 @@ static fm_medium_manager_t *alloc_locked(size_t size, void **out)
             if (fm_lock_try(&m->lock)) {
                 if ((*out = alloc_in_locked(m, size, false, &oom)) != NULL)
                     return m;
-                fm_lock_release(&m->lock);
+                report_quarantine_and_unlock(m);
             } else {
                 fit_busy = true;
             }
@@ -593,7 +684,7 @@ static fm_medium_manager_t *alloc_locked(size_t size, void **out)
             if (fm_lock_try(&m->lock)) {
                 if ((*out = alloc_in_locked(m, size, true, &oom)) != NULL)
                     return m;
-                fm_lock_release(&m->lock);
+                report_quarantine_and_unlock(m);
                 if (oom)
                     return NULL;
             }
@@ -603,16 +694,31 @@ static fm_medium_manager_t *alloc_locked(size_t size, void **out)
     }
 }
 
-static void report_quarantine_and_unlock(fm_medium_manager_t *m)
+static FM_COLD void report_quarantined_and_unlock(fm_medium_manager_t *m)
 {
     void *found[sizeof m->quarantine / sizeof m->quarantine[0]];
+    const char *found_by[sizeof m->quarantine / sizeof m->quarantine[0]];
     unsigned n = m->quarantine_count;
-    for (unsigned i = 0; i < n; i++)
+    for (unsigned i = 0; i < n; i++) {
         found[i] = m->quarantine[i];
+        found_by[i] = m->quarantine_op[i];
+    }
     m->quarantine_count = 0;
     fm_lock_release(&m->lock);
-    for (unsigned i = 0; i < n; i++)
-        fm_hooks.debug_check_reuse(found[i]); /* reports it; the block stays in use, flagged */
+    for (unsigned i = 0; i < n; i++) {
+        if (found_by[i] != NULL)
+            fm_hooks.freed_block_damaged(found_by[i], found[i], fm_flags_get(found[i]));
+        else
+            fm_hooks.debug_check_reuse(found[i]); /* reports it; the block stays in use, flagged */
+    }
+}
+
+static void report_quarantine_and_unlock(fm_medium_manager_t *m)
+{
+    if (FM_LIKELY(m->quarantine_count == 0))
+        fm_lock_release(&m->lock);
+    else
+        report_quarantined_and_unlock(m);
 }
 
 void *fm_medium_alloc(size_t block_size, bool small_span)
@@ -703,7 +809,7 @@ void fm_medium_free(void *p)
     if (fm_lock_try(&m->lock)) {
         free_locked(m, p);
         drain_pending_locked(m);
-        fm_lock_release(&m->lock);
+        report_quarantine_and_unlock(m);
     } else {
         fm_pending_push(&m->pending, p); /* FastMM5: a free never waits */
     }
@@ -730,6 +836,8 @@ bool fm_medium_try_resize_in_place(void *p, size_t min_block, size_t want_block)
             mark_frontier(m);
             ok = true;
         }
+    } else if (!is_sentinel(next) && !is_used(span, next) && !free_block_sound(span, next)) {
+        quarantine_free_block(m, span, next, "realloc");
     } else if (!is_sentinel(next) && !is_used(span, next)) {
         size_t next_size = fm_medium_block_size(next);
         if (size + next_size >= min_block) {
@@ -741,7 +849,7 @@ bool fm_medium_try_resize_in_place(void *p, size_t min_block, size_t want_block)
             ok = true;
         }
     }
-    fm_lock_release(&m->lock);
+    report_quarantine_and_unlock(m);
     return ok;
 }
 
@@ -751,7 +859,7 @@ void fm_medium_shrink(void *p, size_t new_block_size)
     fm_lock_wait(&m->lock);
     split_tail_locked(m, p, new_block_size);
     drain_pending_locked(m);
-    fm_lock_release(&m->lock);
+    report_quarantine_and_unlock(m);
 }
 
 /* Retires each feed span, releases every span that is entirely free, including the one

@@ -530,10 +530,11 @@ END_TEST
 /* Guards that normal mode does not hand out a freed block whose header was overwritten while it
  * was free (a write just before it, as from an overrun of the block below): the next malloc of
  * its size reports HEADER_CORRUPTION naming the block, gives another block, and keeps the
- * damaged one out of use. A small block (40 B) gets 0x4141 in its flag word; a medium one (4 KiB)
- * gets the word 1 before it, as glibc's tst-malloc-backtrace writes. Not under Valgrind, where
- * the write itself is the error memcheck reports. */
-static const size_t damaged_sizes[] = {40, 4096};
+ * damaged one out of use. A small block (40 B) gets 0x4141 in its flag word; a medium one gets
+ * the word 1 before it, as glibc's tst-malloc-backtrace writes: 4 KiB, which waits in the thread
+ * cache, and 100000 bytes, above what the caches keep, which waits in its arena's bins between
+ * two blocks in use. Not under Valgrind, where the write itself is the error memcheck reports. */
+static const size_t damaged_sizes[] = {40, 4096, 100000};
 
 typedef struct damaged_seen {
     const void *block;
@@ -559,8 +560,10 @@ START_TEST(test_damaged_freed_block_not_reused)
     size_t n = damaged_sizes[_i];
     void *keep = malloc(n);
     void *p = malloc(n);
+    void *above = malloc(n); /* so that p does not go back to its span's feed */
     ck_assert_ptr_nonnull(keep);
     ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_nonnull(above);
     free(p);
     if (n <= 64)
         *(volatile uint16_t *)(launder_size((uintptr_t)p) - 2) = 0x4141;
@@ -591,7 +594,6 @@ START_TEST(test_damaged_freed_block_not_reused)
     ck_assert_uint_eq(seen.visits, 1);
     ck_assert(!seen.free);
     ck_assert_uint_ge(seen.block_size, n);
-    ck_assert_uint_le(seen.block_size, n + 128);
     damaged_seen_t after = {q, 0, true, 0};
     ck_assert(fastmm_walk_blocks(find_damaged_cb, &after, &all));
     ck_assert_uint_eq(after.visits, 1);
@@ -601,6 +603,61 @@ START_TEST(test_damaged_freed_block_not_reused)
     ck_assert_uint_ge(usage.allocated_bytes, 2 * n);
     free(q);
     free(keep);
+    free(above);
+    ck_assert_int_eq((int)evn(), 1);
+}
+END_TEST
+
+/* Guards that a free block whose header was overwritten is not merged with either: the free of
+ * the block below it (_i 0) or the growth in place of that block (_i 1) reports HEADER_CORRUPTION
+ * naming it, as free() or realloc(), and the heap goes on with the damaged block kept in use. */
+START_TEST(test_damaged_free_neighbour_not_merged)
+{
+    if (RUNNING_ON_VALGRIND)
+        return;
+    const size_t n = launder_size(100000);
+    void *below = malloc(n), *p = malloc(n), *above = malloc(n);
+    ck_assert_ptr_nonnull(below);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_ptr_nonnull(above);
+    bool neighbours = (char *)p == (char *)below + fastmm_usable_size(below) + 8;
+    if (!neighbours && !test_forking()) { /* a heap other tests used: blocks go where space is */
+        fprintf(stderr, "test_damaged_free_neighbour_not_merged: blocks not adjacent, skipped\n");
+        free(below), free(p), free(above);
+        return;
+    }
+    ck_assert_msg(neighbours, "a fresh process's blocks %p and %p are not neighbours", below, p);
+    free(p);
+    *(volatile size_t *)((uintptr_t)p - sizeof(size_t)) = 1;
+    const char *operation = _i == 0 ? "header corruption found by free()" : "header corruption found by realloc()";
+    if (_i == 0) {
+        free(below);
+    } else {
+        void *grown = realloc(below, n + n / 2);
+        ck_assert_ptr_nonnull(grown);
+        ck_assert_ptr_ne(grown, below); /* moved: it could not grow into p */
+        below = grown;
+    }
+    ck_assert_int_eq((int)evn(), 1);
+    ck_assert_int_eq(ev_last().type, FASTMM_EVENT_HEADER_CORRUPTION);
+    ck_assert_ptr_eq(ev_last().block, p);
+    ck_assert_msg(strstr(ev_last_text(), operation) != NULL, "report: %s", ev_last_text());
+    damaged_seen_t seen = {p, 0, true, 0};
+    fastmm_walk_options_t all = FASTMM_WALK_OPTIONS_INIT;
+    all.used_only = false;
+    ck_assert(fastmm_walk_blocks(find_damaged_cb, &seen, &all));
+    ck_assert_uint_eq(seen.visits, 1);
+    ck_assert(!seen.free);
+    ck_assert_uint_ge(seen.block_size, n);
+    for (int i = 0; i < 64; i++) {
+        void *r = malloc(n);
+        ck_assert_ptr_ne(r, p);
+        free(r);
+    }
+    if (_i == 1)
+        free(below);
+    free(above);
+    ck_assert_int_eq((int)evn(), 1);
 }
 END_TEST
 
@@ -809,6 +866,7 @@ Suite *suite_errors(void)
     tcase_add_test(tc, test_retained_mappings_released);
     tcase_add_test(tc, test_unfed_block_refused);
     tcase_add_loop_test(tc, test_damaged_freed_block_not_reused, 0, (int)(sizeof damaged_sizes / sizeof damaged_sizes[0]));
+    tcase_add_loop_test(tc, test_damaged_free_neighbour_not_merged, 0, 2);
     tcase_add_test(tc, test_handler_null_restores_default);
     tcase_add_test(tc, test_event_log_file);
     suite_add_tcase(s, tc);
