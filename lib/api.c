@@ -194,10 +194,12 @@ FM_INLINE void cache_put(fm_tcache_t *tc, void *p, const fm_small_span_t *s, uns
  * which is classified in full (fails closed) and freed or reported out of line. */
 static FM_NOINLINE void free_full(void *p)
 {
+    if (p == NULL) /* common: glibc frees NULL several times in every thread exit */
+        return;
     fm_tcache_t *tc = fm_tcache_current;
     /* a thread's first free, before any allocation: it gets its cache now, and the block takes
      * the fast path again (once: the thread has a cache, or TC_OFF, from here on) */
-    if (FM_UNLIKELY(tc == NULL) && p != NULL && fm_load_relaxed(&fm_ready) && fm_tcache_start() != NULL) {
+    if (FM_UNLIKELY(tc == NULL) && fm_load_relaxed(&fm_ready) && fm_tcache_start() != NULL) {
         fm_entry_free(p);
         return;
     }
@@ -215,8 +217,6 @@ static FM_NOINLINE void free_full(void *p)
             }
         }
     }
-    if (p == NULL)
-        return;
     if (FM_UNLIKELY(fm_guard_owns(p))) { /* before anything reads around p */
         fm_guard_free(p, "free");
         return;
