@@ -269,6 +269,16 @@ FM_INLINE unsigned fm_tcache_medium_bin_of(size_t block)
 {
     return (unsigned)((block - FM_MEDIUM_MIN_BLOCK) >> 8);
 }
+/* Whether the thread cache keeps a freed medium block of `block` bytes: a bin size below
+ * FM_TCACHE_MEDIUM_BLOCK_END. A block between two bin sizes (shrunk or grown in place by realloc)
+ * goes to the arenas, whose allocation cuts it to the request's bin: from the cache it would
+ * serve a request of the bin below with a usable size bigger than FastMM5's. One rotation
+ * tests both: the offset's low 8 bits, when set, become its top ones. */
+FM_INLINE bool fm_tcache_medium_cacheable(size_t block)
+{
+    size_t offset = block - FM_MEDIUM_MIN_BLOCK; /* unsigned: below the minimum, huge */
+    return ((offset >> 8) | (offset << (sizeof offset * 8u - 8u))) < FM_TCACHE_MEDIUM_BINS;
+}
 typedef struct fm_tcache_bin {
     void *head; /* blocks linked through their first word, flagged FREE */
     /* how many more blocks the stack takes (limit - its length), counted down so that free()'s

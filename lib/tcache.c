@@ -404,16 +404,17 @@ void *fm_tcache_medium_take(size_t block_size)
     return medium_pop(tc, fm_tcache_medium_bin_of(block_size)); /* a bin size: its own bin */
 }
 
-/* Keeps a freed plain medium block (already flagged FREE) for this thread's next request of its
- * bin. Over the byte budget, blocks of the largest bins go back until half of it is free (all
- * of them, for a block bigger than that half): the block just freed and the smaller ones stay,
- * and the next frees take free()'s inline path again. */
+/* Keeps a freed plain medium block (already flagged FREE) of a cached bin size
+ * (fm_tcache_medium_cacheable) for this thread's next request of its bin. Over the byte budget,
+ * blocks of the largest bins go back until half of it is free (all of them, for a block bigger
+ * than that half): the block just freed and the smaller ones stay, and the next frees take
+ * free()'s inline path again. */
 bool fm_tcache_medium_put(void *p, size_t block_size)
 {
     fm_tcache_t *tc = fm_tcache_current;
-    unsigned b = fm_medium_bin_of(block_size);
-    if (!FM_TCACHE_USABLE(tc) || b >= FM_TCACHE_MEDIUM_BINS || fm_os_limit() != 0)
+    if (!FM_TCACHE_USABLE(tc) || !fm_tcache_medium_cacheable(block_size) || fm_os_limit() != 0)
         return false;
+    unsigned b = fm_tcache_medium_bin_of(block_size);
     if (tc->medium_bytes + block_size > FM_TCACHE_MEDIUM_BYTES) {
         size_t target = FM_TCACHE_MEDIUM_BYTES / 2u;
         shrink_medium(tc, block_size < target ? target - block_size : 0);

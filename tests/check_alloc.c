@@ -203,6 +203,21 @@ START_TEST(test_medium_usable_ignores_cache)
             free(p);
         }
     }
+    /* a block realloc shrank in place to a size between two bins (FastMM5, section 3.2) */
+    fastmm_process_pending_frees();
+    void *big = malloc(20000);
+    ck_assert_ptr_nonnull(big);
+    void *shrunk = realloc(big, 3200);
+    ck_assert_ptr_eq(shrunk, big);
+    ck_assert_uint_eq(fastmm_usable_size(shrunk), fm_medium_shrunk_usable(3200));
+    ck_assert_uint_ne(fm_medium_shrunk_usable(3200), fm_expected_usable(3000));
+    free(shrunk);
+    void *p = malloc(3000);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_msg(fastmm_usable_size(p) == fm_expected_usable(3000),
+                  "usable(malloc(3000)) = %zu after free of a block shrunk to usable %zu, expected %zu",
+                  fastmm_usable_size(p), fm_medium_shrunk_usable(3200), fm_expected_usable(3000));
+    free(p);
     fastmm_process_pending_frees();
 }
 END_TEST
