@@ -130,7 +130,7 @@ FM_INLINE size_t cacheable_medium_block(const void *p, const fm_medium_span_t *m
     size_t block = fm_medium_block_size(p);
     /* over the budget only with other blocks there: an empty cache takes any cacheable block
      * (a 64 KiB malloc/free loop stays on this path; tcache.c flushes the others otherwise) */
-    if (block - FM_MEDIUM_MIN_BLOCK >= FM_TCACHE_MEDIUM_BLOCK_END - FM_MEDIUM_MIN_BLOCK || /* unsigned: both ends */
+    if (!fm_tcache_medium_cacheable(block) ||
         (tc->medium_bytes != 0 && tc->medium_bytes + block > FM_TCACHE_MEDIUM_BYTES) ||
         fm_os_limit() != 0) /* under a memory limit a cached block would pin its span */
         return 0;

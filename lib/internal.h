@@ -252,7 +252,7 @@ extern bool fm_small_keep_empty_spans;
 /* ---- tcache.c: per-thread cache of free small and medium blocks ---- */
 /* Medium bins 0..255 are cached: blocks up to 68416 bytes (requests up to 64 KiB). */
 #define FM_TCACHE_MEDIUM_BINS 256u
-#define FM_TCACHE_MEDIUM_BYTES ((size_t)64 << 10) /* per thread; over it the medium bins flush */
+#define FM_TCACHE_MEDIUM_BYTES ((size_t)256 << 10) /* per thread; over it the largest blocks go back */
 #define FM_TCACHE_MEDIUM_MAX_USER (FM_MEDIUM_MIN_BLOCK + (FM_TCACHE_MEDIUM_BINS - 1u) * 256u - FM_MEDIUM_HEADER)
 /* The bin of fm_medium_round_request(size) for FM_SMALL_MAX_USER < size <= FM_TCACHE_MEDIUM_MAX_USER
  * (medium bins are 256 bytes apart up to 101184): the one whose size is the block's, rounded up. */
@@ -269,6 +269,16 @@ FM_INLINE unsigned fm_tcache_medium_bin_of(size_t block)
 {
     return (unsigned)((block - FM_MEDIUM_MIN_BLOCK) >> 8);
 }
+/* Whether the thread cache keeps a freed medium block of `block` bytes: a bin size below
+ * FM_TCACHE_MEDIUM_BLOCK_END. A block between two bin sizes (shrunk or grown in place by realloc)
+ * goes to the arenas, whose allocation cuts it to the request's bin: from the cache it would
+ * serve a request of the bin below with a usable size bigger than FastMM5's. One rotation
+ * tests both: the offset's low 8 bits, when set, become its top ones. */
+FM_INLINE bool fm_tcache_medium_cacheable(size_t block)
+{
+    size_t offset = block - FM_MEDIUM_MIN_BLOCK; /* unsigned: below the minimum, huge */
+    return ((offset >> 8) | (offset << (sizeof offset * 8u - 8u))) < FM_TCACHE_MEDIUM_BINS;
+}
 typedef struct fm_tcache_bin {
     void *head; /* blocks linked through their first word, flagged FREE */
     /* how many more blocks the stack takes (limit - its length), counted down so that free()'s
@@ -282,6 +292,9 @@ typedef struct fm_tcache {
     bool kept;                            /* in the pool with its blocks (tcache.c) */
     uint32_t visited[FM_SMALL_CLASS_COUNT]; /* fm_os_ticks() of each bin's last arena visit */
     size_t medium_bytes;                  /* block bytes held in medium[] */
+    /* a bit per medium bin that may hold blocks: set by every push, cleared by tcache.c when it
+     * finds the bin empty (malloc's inline path empties bins without clearing it) */
+    uint64_t medium_map[FM_TCACHE_MEDIUM_BINS / 64u];
     void *medium[FM_TCACHE_MEDIUM_BINS];  /* by medium bin of the block size, linked as above */
 } fm_tcache_t;
 extern __thread fm_tcache_t *fm_tcache_current __attribute__((tls_model("initial-exec")));
@@ -323,6 +336,7 @@ FM_INLINE void fm_tcache_medium_push(fm_tcache_t *tc, unsigned b, void *p, size_
     *(void **)p = tc->medium[b];
     tc->medium[b] = p;
     tc->medium_bytes += block_size;
+    tc->medium_map[b >> 6] |= (uint64_t)1 << (b & 63u);
 }
 
 /* ---- medium.c ---- */

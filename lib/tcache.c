@@ -9,9 +9,12 @@
  *
  * Medium blocks up to 68416 bytes are cached the same way, one stack per medium bin (a request
  * is rounded to a bin size, so a block freed from bin b serves the next request for bin b),
- * with at most 64 KiB per thread: a medium allocation and free otherwise pay for the bin
- * search, the split and the merge with the neighbours every time. Freed debug blocks, small and
- * medium, are cached too (debug.c), keeping their pattern: taking one vets it, as an arena would.
+ * with at most 256 KiB per thread: a medium allocation and free otherwise pay for the bin
+ * search, the split and the merge with the neighbours every time. Over that budget the largest
+ * cached blocks go back until half of it is free, so the cache stays filled with the many
+ * smaller blocks that meet most requests, and free()'s inline path takes the next frees. Freed
+ * debug blocks, small and medium, are cached too (debug.c), keeping their pattern: taking one
+ * vets it, as an arena would.
  *
  * Cached blocks stay what FastMM5 calls pending frees: flagged FREE, still counted as in use by
  * their span (a small span's blocks_in_use, a medium span's in-use bit), so a span is never
@@ -94,16 +97,42 @@ static void flush_bin(fm_tcache_bin_t *bin, unsigned keep)
     bin->room = (int)(bin->limit - keep);
 }
 
-/* Medium blocks go back one by one: fm_medium_free merges each with its free neighbours. */
-static void flush_medium(fm_tcache_t *tc)
+/* ---- the medium part: one stack per bin, and medium_map's bit per bin that may hold blocks ---- */
+
+FM_INLINE void map_clear(fm_tcache_t *tc, unsigned b)
 {
-    for (unsigned b = 0; b < FM_TCACHE_MEDIUM_BINS && tc->medium_bytes != 0; b++)
-        while (tc->medium[b] != NULL) {
-            void *p = tc->medium[b];
-            tc->medium[b] = *(void **)p;
+    tc->medium_map[b >> 6] &= ~((uint64_t)1 << (b & 63u));
+}
+
+/* Medium blocks go back one by one (fm_medium_free merges each with its free neighbours), those
+ * of the largest bins first, until at most `keep` bytes stay cached. The largest go first because
+ * a request finds a block only in its own bin: for the same bytes, more
+ * and smaller blocks meet more requests. */
+static void shrink_medium(fm_tcache_t *tc, size_t keep)
+{
+    for (int w = (int)(FM_TCACHE_MEDIUM_BINS / 64u) - 1; w >= 0 && tc->medium_bytes > keep; w--) {
+        uint64_t bits = tc->medium_map[w];
+        while (bits != 0 && tc->medium_bytes > keep) {
+            unsigned top = 63u - (unsigned)__builtin_clzll(bits);
+            void **head = &tc->medium[(unsigned)w * 64u + top];
+            void *p = *head;
+            if (p == NULL) {
+                bits &= ~((uint64_t)1 << top);
+                tc->medium_map[w] = bits;
+                continue;
+            }
+            *head = *(void **)p;
             tc->medium_bytes -= fm_medium_block_size(p);
             fm_medium_free(p);
         }
+    }
+    if (tc->medium_bytes > keep) /* every bin is empty: what is left counts damaged blocks taken out */
+        tc->medium_bytes = 0;
+}
+
+static void flush_medium(fm_tcache_t *tc)
+{
+    shrink_medium(tc, 0);
 }
 
 static void flush_all(fm_tcache_t *tc)
@@ -333,20 +362,15 @@ void fm_tcache_flush_current(void)
     fm_tcache_release_kept();
 }
 
-/* A block for a request rounded to block_size (a bin size), from this thread's stack for that
- * bin; its blocks are all at least that big. */
-void *fm_tcache_medium_take(size_t block_size)
+/* The top block of bin b's stack, or NULL when the bin is empty (its bit is cleared then). */
+FM_INLINE void *medium_pop(fm_tcache_t *tc, unsigned b)
 {
-    fm_tcache_t *tc = fm_tcache_current;
-    if (FM_UNLIKELY(tc == TC_NONE))
-        tc = create(); /* a thread whose first request is a medium one */
-    unsigned b = fm_medium_bin_of(block_size);
-    if (!FM_TCACHE_USABLE(tc) || b >= FM_TCACHE_MEDIUM_BINS)
-        return NULL;
     for (;;) {
         void *p = tc->medium[b];
-        if (p == NULL)
+        if (p == NULL) {
+            map_clear(tc, b);
             return NULL;
+        }
         tc->medium[b] = *(void **)p;
         /* A plain block whose header (flag word, size) was overwritten while it was free - a
          * write just before it, or past the end of the block below - is reported and stays out;
@@ -367,16 +391,34 @@ void *fm_tcache_medium_take(size_t block_size)
     }
 }
 
-/* Keeps a freed plain medium block (already flagged FREE) for this thread's next request of its
- * bin. Over the byte budget the whole medium part is flushed first (the older blocks). */
+/* A block for a request rounded to block_size (a bin size), from this thread's stack for that
+ * bin: its blocks are all that size, so malloc's usable size is FastMM5's whatever the cache
+ * holds (a block of a bigger bin would do, but would change it). */
+void *fm_tcache_medium_take(size_t block_size)
+{
+    fm_tcache_t *tc = fm_tcache_current;
+    if (FM_UNLIKELY(tc == TC_NONE))
+        tc = create(); /* a thread whose first request is a medium one */
+    if (!FM_TCACHE_USABLE(tc) || block_size >= FM_TCACHE_MEDIUM_BLOCK_END)
+        return NULL;
+    return medium_pop(tc, fm_tcache_medium_bin_of(block_size)); /* a bin size: its own bin */
+}
+
+/* Keeps a freed plain medium block (already flagged FREE) of a cached bin size
+ * (fm_tcache_medium_cacheable) for this thread's next request of its bin. Over the byte budget,
+ * blocks of the largest bins go back until half of it is free (all of them, for a block bigger
+ * than that half): the block just freed and the smaller ones stay, and the next frees take
+ * free()'s inline path again. */
 bool fm_tcache_medium_put(void *p, size_t block_size)
 {
     fm_tcache_t *tc = fm_tcache_current;
-    unsigned b = fm_medium_bin_of(block_size);
-    if (!FM_TCACHE_USABLE(tc) || b >= FM_TCACHE_MEDIUM_BINS || fm_os_limit() != 0)
+    if (!FM_TCACHE_USABLE(tc) || !fm_tcache_medium_cacheable(block_size) || fm_os_limit() != 0)
         return false;
-    if (tc->medium_bytes + block_size > FM_TCACHE_MEDIUM_BYTES)
-        flush_medium(tc);
+    unsigned b = fm_tcache_medium_bin_of(block_size);
+    if (tc->medium_bytes + block_size > FM_TCACHE_MEDIUM_BYTES) {
+        size_t target = FM_TCACHE_MEDIUM_BYTES / 2u;
+        shrink_medium(tc, block_size < target ? target - block_size : 0);
+    }
     fm_tcache_medium_push(tc, b, p, block_size);
     return true;
 }

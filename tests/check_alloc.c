@@ -178,6 +178,50 @@ START_TEST(test_medium_bin_edges)
 }
 END_TEST
 
+/* Guards that a medium malloc's usable size is FastMM5's (its bin size less the header) whatever
+ * this thread's cache holds: with the request's own bin empty and a block of one of the next
+ * bins cached, malloc(n) must not hand that bigger block out. The tests of realloc's policies
+ * take a fresh block's usable size for granted, also where the suites share one process
+ * (CK_FORK=no) and find the cache warm. */
+START_TEST(test_medium_usable_ignores_cache)
+{
+    static const size_t sizes[] = {3000, 9000, 12000, 20000, 50000};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t n = sizes[i];
+        for (size_t up = 256; up <= n / 8u; up += 256) {
+            fastmm_process_pending_frees(); /* this thread's cache empty */
+            void *bigger = malloc(n + up);
+            ck_assert_ptr_nonnull(bigger);
+            ck_assert_uint_gt(fastmm_usable_size(bigger), fm_expected_usable(n));
+            free(bigger); /* cached: the bin of n + up */
+            void *p = malloc(n);
+            ck_assert_ptr_nonnull(p);
+            size_t u = fastmm_usable_size(p);
+            ck_assert_msg(u == fm_expected_usable(n), "usable(malloc(%zu)) = %zu after free(malloc(%zu)), expected %zu",
+                          n, u, n + up, fm_expected_usable(n));
+            ck_assert_uint_eq(malloc_usable_size(p), u);
+            free(p);
+        }
+    }
+    /* a block realloc shrank in place to a size between two bins (FastMM5, section 3.2) */
+    fastmm_process_pending_frees();
+    void *big = malloc(20000);
+    ck_assert_ptr_nonnull(big);
+    void *shrunk = realloc(big, 3200);
+    ck_assert_ptr_eq(shrunk, big);
+    ck_assert_uint_eq(fastmm_usable_size(shrunk), fm_medium_shrunk_usable(3200));
+    ck_assert_uint_ne(fm_medium_shrunk_usable(3200), fm_expected_usable(3000));
+    free(shrunk);
+    void *p = malloc(3000);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_msg(fastmm_usable_size(p) == fm_expected_usable(3000),
+                  "usable(malloc(3000)) = %zu after free of a block shrunk to usable %zu, expected %zu",
+                  fastmm_usable_size(p), fm_medium_shrunk_usable(3200), fm_expected_usable(3000));
+    free(p);
+    fastmm_process_pending_frees();
+}
+END_TEST
+
 /* Guards large blocks: (size + 64) rounded up to 64 KiB, usable = that - 64, 64-byte aligned,
  * the whole usable range writable and kept while other large blocks come and go. */
 START_TEST(test_large_sizes)
@@ -458,6 +502,7 @@ Suite *suite_alloc(void)
     tcase_add_test(tc, test_every_size_small);
     tcase_add_test(tc, test_malloc_zero_unique);
     tcase_add_test(tc, test_medium_bin_edges);
+    tcase_add_test(tc, test_medium_usable_ignores_cache);
     tcase_add_test(tc, test_large_sizes);
     tcase_add_test(tc, test_usable_size_agrees);
     tcase_add_test(tc, test_prefixed_and_libc_mix);

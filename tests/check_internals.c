@@ -479,6 +479,62 @@ START_TEST(tcache_busy_bin_widens)
 }
 END_TEST
 
+/* Whether block p is on this thread's cache stack of medium bin b. */
+static bool medium_cached(const fm_tcache_t *tc, unsigned b, const void *p)
+{
+    for (void *q = tc->medium[b]; q != NULL; q = *(void **)q)
+        if (q == p)
+            return true;
+    return false;
+}
+
+/* Guards the medium cache's overflow (tcache.c, fm_tcache_medium_put): a free over the byte
+ * budget gives back blocks of the largest bins until there is room, and keeps the block just
+ * freed and the smaller ones freed before it. Flushing the whole medium part there left the
+ * cache empty after every overflow, and most requests of a program asking for many sizes
+ * missed it (rptest). */
+START_TEST(tcache_medium_overflow_keeps_small_blocks)
+{
+    fm_tcache_t *tc = fm_tcache_start();
+    ck_assert_ptr_nonnull(tc);
+    size_t small_user = 3000, large_user = 12000;
+    size_t small = fm_medium_round_request(small_user), large = fm_medium_round_request(large_user);
+    unsigned nlarge = (unsigned)(FM_TCACHE_MEDIUM_BYTES / 4u * 3u / large);
+    unsigned nsmall = (unsigned)((FM_TCACHE_MEDIUM_BYTES - nlarge * large) / small) + 1u; /* the last one overflows */
+    ck_assert_uint_ge(nlarge, 2);
+    void *big[64], *little[64];
+    ck_assert_uint_le(nlarge, 64);
+    ck_assert_uint_le(nsmall, 64);
+    for (unsigned i = 0; i < nlarge; i++)
+        ck_assert_ptr_nonnull(big[i] = fastmm_malloc(large_user));
+    for (unsigned i = 0; i < nsmall; i++)
+        ck_assert_ptr_nonnull(little[i] = fastmm_malloc(small_user));
+    fastmm_process_pending_frees(); /* this thread's cache empty */
+    ck_assert_uint_eq(tc->medium_bytes, 0);
+    for (unsigned i = 0; i < nlarge; i++)
+        fastmm_free(big[i]);
+    for (unsigned i = 0; i + 1u < nsmall; i++)
+        fastmm_free(little[i]);
+    ck_assert_uint_le(tc->medium_bytes, FM_TCACHE_MEDIUM_BYTES);
+    ck_assert_uint_gt(tc->medium_bytes + small, FM_TCACHE_MEDIUM_BYTES); /* the next free overflows */
+    fastmm_free(little[nsmall - 1u]);
+    ck_assert_uint_le(tc->medium_bytes, FM_TCACHE_MEDIUM_BYTES);
+    unsigned sb = fm_tcache_medium_bin_of(small), lb = fm_tcache_medium_bin_of(large);
+    for (unsigned i = 0; i < nsmall; i++)
+        ck_assert_msg(medium_cached(tc, sb, little[i]), "small block %u of %u was given back", i, nsmall);
+    unsigned kept = 0;
+    for (unsigned i = 0; i < nlarge; i++)
+        kept += medium_cached(tc, lb, big[i]);
+    ck_assert_uint_lt(kept, nlarge); /* room was made with the large ones */
+    size_t bytes = 0; /* the count matches the stacks */
+    for (unsigned b = 0; b < FM_TCACHE_MEDIUM_BINS; b++)
+        for (void *q = tc->medium[b]; q != NULL; q = *(void **)q)
+            bytes += fm_medium_block_size(q);
+    ck_assert_uint_eq(bytes, tc->medium_bytes);
+    fastmm_process_pending_frees();
+}
+END_TEST
+
 /* Small blocks of one class straight from the arenas (no thread cache), sorted by span: at
  * least `want` of them share the first block's span, and `others` holds up to `want` blocks of
  * another span of the class (the next one made, when the first fills up). */
@@ -647,6 +703,7 @@ int main(void)
     tcase_add_test(tc, medium_big_request_served_by_home_arena);
     tcase_add_test(tc, first_free_makes_thread_cache);
     tcase_add_test(tc, tcache_overflow_gives_back_top);
+    tcase_add_test(tc, tcache_medium_overflow_keeps_small_blocks);
     tcase_add_test(tc, tcache_bins_start_narrow);
     tcase_add_test(tc, tcache_busy_bin_widens);
     tcase_add_test(tc, small_block_index_exact);

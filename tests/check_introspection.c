@@ -232,6 +232,8 @@ END_TEST
 /* ---- churn: other threads allocating and freeing while the test walks ---- */
 
 static volatile int churn_stop;
+static pthread_t churn_threads[4];
+static unsigned churn_running; /* how many of churn_threads run */
 
 static void *churn(void *arg)
 {
@@ -251,17 +253,27 @@ static void *churn(void *arg)
     return NULL;
 }
 
+/* Stops the churn threads. Also the walk case's teardown: a failed check leaves the test at once,
+ * and where Check does not fork (CK_FORK=no) threads left running would allocate through every
+ * later test of the process. */
+static void churn_join(void)
+{
+    __atomic_store_n(&churn_stop, 1, __ATOMIC_RELAXED);
+    for (; churn_running > 0; churn_running--)
+        pthread_join(churn_threads[churn_running - 1], NULL);
+}
+
 /* Guards: the walker neither deadlocks nor crashes while other threads allocate and free (also
  * while debug mode is on and their blocks get debug headers), always returns, and - when it
  * reports a complete walk - has seen every one of the test's own blocks exactly once with the
  * right kind and size. A zero timeout must return too. */
 START_TEST(test_walk_under_churn)
 {
-    enum { THREADS = 4 };
-    pthread_t th[THREADS];
     churn_stop = 0;
-    for (uintptr_t i = 0; i < THREADS; i++)
-        ck_assert_int_eq(pthread_create(&th[i], NULL, churn, (void *)(i + 1)), 0);
+    for (uintptr_t i = 0; i < sizeof churn_threads / sizeof churn_threads[0]; i++) {
+        ck_assert_int_eq(pthread_create(&churn_threads[i], NULL, churn, (void *)(i + 1)), 0);
+        churn_running++;
+    }
     for (int debug = 0; debug <= 1; debug++) {
         if (debug)
             fastmm_debug_enter();
@@ -288,9 +300,7 @@ START_TEST(test_walk_under_churn)
         }
         own_free();
     }
-    __atomic_store_n(&churn_stop, 1, __ATOMIC_RELAXED);
-    for (int i = 0; i < THREADS; i++)
-        pthread_join(th[i], NULL);
+    churn_join();
 }
 END_TEST
 
@@ -876,6 +886,7 @@ Suite *suite_introspection(void)
     Suite *s = suite_create("introspection");
     TCase *tc = tcase_create("walk");
     tcase_set_timeout(tc, TEST_TIMEOUT);
+    tcase_add_checked_fixture(tc, NULL, churn_join);
     tcase_add_test(tc, test_walk_totals_match_usage);
     tcase_add_test(tc, test_walk_debug_records);
     tcase_add_test(tc, test_walk_under_churn);
