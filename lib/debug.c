@@ -703,7 +703,12 @@ static bool looks_like_freed_debug_block_quietly(const void *p)
         fm_pagemap_lookup(p) == 0)
         return false;
     const debug_header_t *h = header_of(p);
-    return h->flags == FLAGS_FREED && header_ok(h);
+    if (h->flags != FLAGS_FREED || !header_ok(h))
+        return false;
+    /* A freed debug block's outer block reused by a plain allocation keeps the old header in its
+     * user bytes: p is then inside that live block (an interior pointer), no freed block. */
+    fm_block_ref_t outer = fm_block_decode(h);
+    return outer.kind == FM_BLOCK_INVALID || (fm_flags_get(h) & (FM_FLAG_FREE | FM_FLAG_DEBUG_INFO)) != 0;
 }
 
 /* ---- freed large debug blocks ----

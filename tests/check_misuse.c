@@ -457,6 +457,38 @@ START_TEST(test_interior_still_invalid)
 }
 END_TEST
 
+/* The old debug header inside a block first used by debug mode and then by a plain allocation
+ * does not turn the interior pointer where the debug block's user pointer was into a freed debug
+ * block: free() of it is an invalid pointer, not a double free. The debug block's size is found
+ * so that the plain block takes over its outer block. */
+START_TEST(test_interior_over_old_debug_header)
+{
+    const size_t n = 20000;
+    unsigned char *p = NULL, *q = NULL;
+    for (size_t dn = n - 256; dn <= n && (p == NULL || p + 64 != q); dn += 8) {
+        if (p != NULL)
+            free(p);
+        fastmm_debug_enter();
+        q = launder_ptr(malloc(launder_size(dn)));
+        free(q);
+        fastmm_debug_exit();
+        p = launder_ptr(malloc(launder_size(n)));
+    }
+    if (p + 64 != q && !test_forking()) { /* a heap other tests used: a cached block may come first */
+        fprintf(stderr, "test_interior_over_old_debug_header: no outer block taken over, skipped\n");
+        free(p);
+        return;
+    }
+    REQUIRE(p + 64 == q, "no debug block size gave its outer block to malloc(%zu): %p, %p", n, (void *)p, (void *)q);
+    size_t before = evn();
+    free(launder_ptr(p + 64));
+    REQUIRE(evn() == before + 1 && ev_at(before).type == FASTMM_EVENT_INVALID_POINTER,
+            "free(p + 64) over an old debug header: %zu events, the first %s", evn() - before,
+            event_name(ev_at(before).type));
+    free(p);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------------------------ */
 /* 5. The check at exit                                                                         */
 /* ------------------------------------------------------------------------------------------ */
@@ -552,6 +584,7 @@ Suite *suite_misuse(void)
     tcase_add_checked_fixture(tc, record_setup, record_teardown);
     tcase_add_loop_test(tc, test_damaged_header, 0, 2 * N_HEADER_SIZES);
     tcase_add_test(tc, test_interior_still_invalid);
+    tcase_add_test(tc, test_interior_over_old_debug_header);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("processes");
