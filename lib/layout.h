@@ -55,7 +55,7 @@ FM_INLINE void fm_flags_set(const void *p, unsigned flags) { fm_store_relaxed(fm
 #define FM_SMALL_MAX_BLOCK 2624u                    /* largest class, 2-byte header included */
 #define FM_SMALL_MAX_USER (FM_SMALL_MAX_BLOCK - 2u) /* 2622 */
 #define FM_SMALL_LOOKUP_SIZE (((FM_SMALL_MAX_USER + 1u) >> FM_SMALL_GRANULARITY_SHIFT) + 1u)
-#define FM_SMALL_SPAN_HEADER 64u
+#define FM_SMALL_SPAN_HEADER 128u
 #define FM_SMALL_MIN_BLOCKS_PER_SPAN 16u
 #define FM_SMALL_OPTIMAL_BLOCKS_PER_SPAN 64u
 #define FM_SMALL_OPTIMAL_SPAN_LOWER 19264u /* 2880 + 16 KiB */
@@ -69,26 +69,30 @@ struct fm_small_manager;
  * bytes of block i-1 (for block 0: first_block_flags).
  */
 typedef struct fm_small_span {
-    struct fm_small_span *next_partial; /* list of spans that have free blocks */
-    struct fm_small_span *prev_partial;
-    void *first_free;                   /* free blocks, linked through their first word */
+    /* Read by every free() of the span's blocks, from any thread, and written only when the span
+     * is set up or released (fed_floor: while the feed hands out its blocks): this line stays
+     * shared in every CPU's cache. For free()'s fast validation (api.c), so that it need not
+     * visit the manager or the medium span's bitmap: the span's address xor a per-process random
+     * key while the span is a live small span (0 once released), the class geometry, and how far
+     * down the feed has come (a block below fed_floor was never handed out: its flag word is
+     * whatever the memory held, so it must not be read as one). block_size is odd_part <<
+     * odd_shift; odd_inverse is odd_part's inverse modulo 2^32 (fm_small_block_index). */
+    uintptr_t seal;
     struct fm_small_manager *manager;
     uint32_t total_blocks;
-    uint32_t blocks_in_use;             /* unfed blocks count as in use: no early release */
-    /* For free()'s fast validation (api.c), so that it need not visit the manager or the
-     * medium span's bitmap: the span's address xor a per-process random key while the span is
-     * a live small span (0 once released), the class geometry, and how far down the feed has
-     * come (a block below fed_floor was never handed out: its flag word is whatever the memory
-     * held, so it must not be read as one). block_size is odd_part << odd_shift; odd_inverse is
-     * odd_part's inverse modulo 2^32 (fm_small_block_index). */
-    uintptr_t seal;
     uint32_t odd_inverse;
     uint32_t fed_floor;                 /* offset of the lowest block the feed has handed out */
     uint16_t block_size;
     uint8_t class_index;
-    uint8_t in_partial_list;
     uint8_t odd_shift;
-    uint8_t pad[64 - 5 * sizeof(void *) - 20 - 3];
+    uint8_t pad_read[64 - 2 * sizeof(void *) - 16];
+    /* Written under the manager's lock by every refill and give-back: a line of its own. */
+    struct fm_small_span *next_partial; /* list of spans that have free blocks */
+    struct fm_small_span *prev_partial;
+    void *first_free;                   /* free blocks, linked through their first word */
+    uint32_t blocks_in_use;             /* unfed blocks count as in use: no early release */
+    uint8_t in_partial_list;
+    uint8_t pad_written[64 - 3 * sizeof(void *) - 4 - 1 - 2];
     uint16_t first_block_flags;
 } fm_small_span_t;
 FM_STATIC_ASSERT(sizeof(fm_small_span_t) == FM_SMALL_SPAN_HEADER,
