@@ -352,14 +352,15 @@ static void free_locked(fm_medium_manager_t *m, void *p)
     set_used(span, p, false);
 
     char *next = (char *)p + size;
-    if (!is_sentinel(next) && !is_used(span, next) && !free_block_sound(span, next))
-        quarantine_free_block(m, span, next, "free");
-    else if (!is_sentinel(next) && !is_used(span, next) &&
-             (!no_merge || !(fm_flags_get(next) & FM_FLAG_DEBUG_INFO))) {
-        size_t next_size = fm_medium_block_size(next);
-        if (next_size >= FM_MEDIUM_MIN_BLOCK)
-            bin_remove(m, next, next_size);
-        size += next_size;
+    if (!is_sentinel(next) && !is_used(span, next)) {
+        if (!free_block_sound(span, next)) {
+            quarantine_free_block(m, span, next, "free");
+        } else if (!no_merge || !(fm_flags_get(next) & FM_FLAG_DEBUG_INFO)) {
+            size_t next_size = fm_medium_block_size(next);
+            if (next_size >= FM_MEDIUM_MIN_BLOCK)
+                bin_remove(m, next, next_size);
+            size += next_size;
+        }
     }
     uint8_t prev_free = fm_medium_header_of(p)->prev_free;
     if (prev_free && !no_merge) {
@@ -836,11 +837,11 @@ bool fm_medium_try_resize_in_place(void *p, size_t min_block, size_t want_block)
             mark_frontier(m);
             ok = true;
         }
-    } else if (!is_sentinel(next) && !is_used(span, next) && !free_block_sound(span, next)) {
-        quarantine_free_block(m, span, next, "realloc");
     } else if (!is_sentinel(next) && !is_used(span, next)) {
         size_t next_size = fm_medium_block_size(next);
-        if (size + next_size >= min_block) {
+        if (!free_block_sound(span, next)) {
+            quarantine_free_block(m, span, next, "realloc");
+        } else if (size + next_size >= min_block) {
             if (next_size >= FM_MEDIUM_MIN_BLOCK)
                 bin_remove(m, next, next_size);
             fm_medium_header_of(p)->size64 = (uint16_t)((size + next_size) / 64u);
@@ -935,7 +936,7 @@ static fm_small_manager_t *small_span_manager(const void *p)
 
 /* ---- stepping from block to block, for the walks below ----
  * A block whose header the program overwrote is reported when the allocator meets it and then
- * stays in use for good (tcache.c, debug.c); its size field is whatever was written there. So a
+ * stays in use for good (tcache.c, debug.c, quarantine_free_block above); its size field is whatever was written there. So a
  * walk trusts a header only if it names its own position and its size ends inside the walked
  * range; past one that does not, the next block is the next 64-byte unit whose header does and
  * which is either marked in use or ends in a matching boundary tag (a free block). */
@@ -1036,8 +1037,7 @@ static void unlock_after(fm_lock_t *l, uint64_t deadline_ms)
 static bool small_flags_sound(const fm_small_span_t *s, const char *b)
 {
     uint16_t flags = fm_flags_get(b);
-    uintptr_t offset = ((uintptr_t)b & 63u) | ((uintptr_t)(flags & FM_SMALL_OFFSET_MASK) << 3);
-    return (flags & FM_FLAG_SMALL) != 0 && offset == (uintptr_t)(b - (const char *)s);
+    return (flags & FM_FLAG_SMALL) != 0 && fm_small_span_named(b, flags) == s;
 }
 
 static bool walk_small_span(fm_small_span_t *s, fm_small_manager_t *sm, fm_walk_record_t *span_rec,
