@@ -36,7 +36,7 @@ uintptr_t fm_small_seal_key;
 void fm_small_init(void) { fm_small_seal_key = fm_os_random_word() | 1u; }
 
 /* A manager is set up (its class's constants written) when its first span is made, under its
- * lock: arenas 1..3 are only used by threads that found arena 0 busy, and a .bss page never
+ * lock: a class no thread uses in an arena leaves its manager unwritten, and a .bss page never
  * written costs no memory (4 arenas x 51 managers are 13 KiB). Code that reads these fields
  * without the lock first sees a feed offset or a span that only exist after the set-up. */
 static void set_up_locked(fm_small_manager_t *m)
@@ -381,13 +381,20 @@ static unsigned feed_try_many(fm_small_manager_t *m, void **chain, unsigned want
 
 /* The blocks are handed out unvetted: the thread cache vets each one as it pops it (a freed
  * debug block's pattern, a plain block's flag word), as it vets the blocks other threads'
- * caches pass it. */
+ * caches pass it.
+ *
+ * A thread's refills start at its home arena (its thread id modulo the arena count, as the
+ * medium arenas' scans do), not at arena 0 as FastMM5's single allocations: with every thread
+ * starting at arena 0, all threads' blocks of a class come from the same spans, neighbours
+ * in one cache line belong to different threads, and each free or reuse by one thread takes
+ * the line from the other's CPU (server-style programs such as larson). */
 unsigned fm_small_alloc_batch(unsigned class_index, void **chain, unsigned want)
 {
     *chain = NULL;
+    unsigned first = fm_os_thread_id() % FM_SMALL_ARENAS;
     for (;;) {
-        for (unsigned a = 0; a < FM_SMALL_ARENAS; a++) {
-            fm_small_manager_t *m = &fm_small_managers[a][class_index];
+        for (unsigned i = 0; i < FM_SMALL_ARENAS; i++) {
+            fm_small_manager_t *m = &fm_small_managers[(first + i) % FM_SMALL_ARENAS][class_index];
             if ((fm_load_relaxed(&m->pending) != NULL || fm_load_relaxed(&m->partial_head) != NULL) &&
                 fm_lock_try(&m->lock)) {
                 unsigned n = take_many_locked(m, chain, want);
@@ -399,8 +406,8 @@ unsigned fm_small_alloc_batch(unsigned class_index, void **chain, unsigned want)
             if (n != 0)
                 return n;
         }
-        for (unsigned a = 0; a < FM_SMALL_ARENAS; a++) {
-            fm_small_manager_t *m = &fm_small_managers[a][class_index];
+        for (unsigned i = 0; i < FM_SMALL_ARENAS; i++) {
+            fm_small_manager_t *m = &fm_small_managers[(first + i) % FM_SMALL_ARENAS][class_index];
             if (!fm_lock_try(&m->lock))
                 continue;
             unsigned n = take_many_locked(m, chain, want);
