@@ -23,43 +23,6 @@ void *fm_alloc_aligned(size_t alignment, size_t size)
 
 /* ---- public entry points (fastmm5.h section 1); override.c maps the C library names onto these ---- */
 
-/* A free block of the class (small) or bin (medium up to 64 KiB) from this thread's cache, or
- * NULL. tracked: tell memcheck (fm_track_on; a constant false in malloc's frameless path). */
-FM_INLINE void *cache_take(fm_tcache_t *tc, size_t size, bool tracked)
-{
-    if (FM_LIKELY(size <= FM_SMALL_MAX_USER)) {
-        unsigned c = fm_small_class_of(size);
-        fm_tcache_bin_t *bin = &tc->bins[c];
-        void *b = bin->head;
-        /* Only a plain freed small block's low flag bits read SMALL | FREE: a freed debug block
-         * (DEBUG_INFO) is vetted first, and a damaged flag word reported, by fm_tcache_refill.
-         * The same one compare as testing DEBUG_INFO alone. */
-        unsigned flags;
-        if (FM_LIKELY(b != NULL) && FM_LIKELY(fm_block_small_freed_plain(flags = fm_flags_get(b)))) {
-            bin->head = tracked ? fm_link_get(b) : *(void **)b;
-            bin->room++;
-            fm_flags_set(b, flags & ~FM_FLAG_FREE);
-            if (tracked)
-                fm_track_alloc(b, size, fm_small_class_sizes[c] - 2u, false);
-            return b;
-        }
-    } else if (size <= FM_TCACHE_MEDIUM_MAX_USER) {
-        void **head = &tc->medium[fm_tcache_medium_bin_for(size)];
-        void *b = *head;
-        /* a freed debug block (DEBUG_INFO) is vetted first: fm_tcache_medium_take */
-        if (b != NULL && FM_LIKELY(fm_block_medium_freed_plain(fm_flags_get(b)))) {
-            size_t block = fm_medium_block_size(b);
-            *head = *(void **)b;
-            tc->medium_bytes -= block;
-            fm_flags_set(b, FM_FLAG_MEDIUM);
-            if (tracked)
-                fm_track_alloc(b, size, block - FM_MEDIUM_HEADER, false);
-            return b;
-        }
-    }
-    return NULL;
-}
-
 /* Everything malloc does beyond its frameless path: the cache under memcheck, debug mode, the
  * arenas. */
 static FM_NOINLINE void *malloc_full(size_t size)
@@ -71,7 +34,7 @@ static FM_NOINLINE void *malloc_full(size_t size)
     }
     fm_tcache_t *tc = fm_tcache_current;
     if (fm_track_on && FM_TCACHE_USABLE(tc) && !fm_load_relaxed(&fm_debug_on) && !fm_load_relaxed(&fm_erase_allocated)) {
-        void *b = cache_take(tc, size, true);
+        void *b = fm_cache_take(tc, size, true);
         if (b != NULL)
             return b;
     }
@@ -89,13 +52,9 @@ static FM_NOINLINE void *malloc_full(size_t size)
  * inline here costs two saved registers and a frame on every call). */
 FM_EXPORT void *fastmm_malloc(size_t size)
 {
-    fm_tcache_t *tc = fm_tcache_current;
-    /* FM_TCACHE_USABLE(tc), and none of debug mode, erase-allocated, memcheck */
-    if (FM_LIKELY((uintptr_t)tc > fm_load_relaxed(&fm_fast_alloc_above))) {
-        void *b = cache_take(tc, size, false);
-        if (FM_LIKELY(b != NULL))
-            return b;
-    }
+    void *b = fm_malloc_cached(size);
+    if (FM_LIKELY(b != NULL))
+        return b;
     return malloc_full(size);
 }
 

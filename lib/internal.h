@@ -408,6 +408,54 @@ extern uintptr_t fm_fast_alloc_above, fm_fast_free_above; /* 1, or FM_FAST_PATH_
 extern uint64_t fm_start_ms; /* coarse time at start-up; debug blocks' times count from it */
 extern unsigned fm_stack_depth; /* return addresses per debug-mode trace (FASTMM5_STACK_DEPTH) */
 
+/* A free block of the class (small) or bin (medium up to 64 KiB) from this thread's cache, or
+ * NULL (api.c's malloc, operators.c's new). tracked: tell memcheck (fm_track_on; a constant false in malloc's frameless path). */
+FM_INLINE void *fm_cache_take(fm_tcache_t *tc, size_t size, bool tracked)
+{
+    if (FM_LIKELY(size <= FM_SMALL_MAX_USER)) {
+        unsigned c = fm_small_class_of(size);
+        fm_tcache_bin_t *bin = &tc->bins[c];
+        void *b = bin->head;
+        /* Only a plain freed small block's low flag bits read SMALL | FREE: a freed debug block
+         * (DEBUG_INFO) is vetted first, and a damaged flag word reported, by fm_tcache_refill.
+         * The same one compare as testing DEBUG_INFO alone. */
+        unsigned flags;
+        if (FM_LIKELY(b != NULL) && FM_LIKELY(fm_block_small_freed_plain(flags = fm_flags_get(b)))) {
+            bin->head = tracked ? fm_link_get(b) : *(void **)b;
+            bin->room++;
+            fm_flags_set(b, flags & ~FM_FLAG_FREE);
+            if (tracked)
+                fm_track_alloc(b, size, fm_small_class_sizes[c] - 2u, false);
+            return b;
+        }
+    } else if (size <= FM_TCACHE_MEDIUM_MAX_USER) {
+        void **head = &tc->medium[fm_tcache_medium_bin_for(size)];
+        void *b = *head;
+        /* a freed debug block (DEBUG_INFO) is vetted first: fm_tcache_medium_take */
+        if (b != NULL && FM_LIKELY(fm_block_medium_freed_plain(fm_flags_get(b)))) {
+            size_t block = fm_medium_block_size(b);
+            *head = *(void **)b;
+            tc->medium_bytes -= block;
+            fm_flags_set(b, FM_FLAG_MEDIUM);
+            if (tracked)
+                fm_track_alloc(b, size, block - FM_MEDIUM_HEADER, false);
+            return b;
+        }
+    }
+    return NULL;
+}
+
+/* malloc's and operator new's frameless path: a block from this thread's cache while none of
+ * debug mode, erase-allocated and memcheck is on (fm_fast_alloc_above), else NULL. It calls
+ * nothing, so its callers need no stack frame when it succeeds. */
+FM_INLINE void *fm_malloc_cached(size_t size)
+{
+    fm_tcache_t *tc = fm_tcache_current;
+    if (FM_LIKELY((uintptr_t)tc > fm_load_relaxed(&fm_fast_alloc_above)))
+        return fm_cache_take(tc, size, false);
+    return NULL;
+}
+
 /* ---- startup.c: the lazy one-time start of the heap ---- */
 extern bool fm_ready;
 void fm_init_once(void);

@@ -100,6 +100,22 @@ FM_INLINE void *new_block(size_t size, size_t alignment, unsigned family, bool n
     return p;
 }
 
+/* Everything operator new does beyond malloc's frameless path (fm_malloc_cached), out of line
+ * so that the plain operators need no stack frame when the thread's cache serves them: such a
+ * block is plain (that path is off in debug mode), so it has no family to record. */
+static FM_NOINLINE void *new_full(size_t size, unsigned family, bool nothrow)
+{
+    return new_block(size, 0, family, nothrow);
+}
+
+FM_INLINE void *new_plain(size_t size, unsigned family, bool nothrow)
+{
+    void *p = fm_malloc_cached(size);
+    if (FM_LIKELY(p != NULL))
+        return p;
+    return new_full(size, family, nothrow);
+}
+
 #define ALIGN_T "St11align_val_t"
 #define NOTHROW_T "RKSt9nothrow_t"
 
@@ -114,17 +130,17 @@ FM_EXPORT void *fm_op_new_aligned_nothrow(size_t size, size_t alignment, const v
 FM_EXPORT void *fm_op_new_array_aligned_nothrow(size_t size, size_t alignment, const void *tag)
     __asm__("_Zna" SZ ALIGN_T NOTHROW_T);
 
-void *fm_op_new(size_t size) { return new_block(size, 0, FM_FAMILY_NEW, false); }
-void *fm_op_new_array(size_t size) { return new_block(size, 0, FM_FAMILY_NEW_ARRAY, false); }
+void *fm_op_new(size_t size) { return new_plain(size, FM_FAMILY_NEW, false); }
+void *fm_op_new_array(size_t size) { return new_plain(size, FM_FAMILY_NEW_ARRAY, false); }
 void *fm_op_new_nothrow(size_t size, const void *tag)
 {
     (void)tag;
-    return new_block(size, 0, FM_FAMILY_NEW, true);
+    return new_plain(size, FM_FAMILY_NEW, true);
 }
 void *fm_op_new_array_nothrow(size_t size, const void *tag)
 {
     (void)tag;
-    return new_block(size, 0, FM_FAMILY_NEW_ARRAY, true);
+    return new_plain(size, FM_FAMILY_NEW_ARRAY, true);
 }
 void *fm_op_new_aligned(size_t size, size_t alignment) { return new_block(size, alignment, FM_FAMILY_NEW, false); }
 void *fm_op_new_array_aligned(size_t size, size_t alignment)
