@@ -408,8 +408,10 @@ extern uintptr_t fm_fast_alloc_above, fm_fast_free_above; /* 1, or FM_FAST_PATH_
 extern uint64_t fm_start_ms; /* coarse time at start-up; debug blocks' times count from it */
 extern unsigned fm_stack_depth; /* return addresses per debug-mode trace (FASTMM5_STACK_DEPTH) */
 
+/* ---- the thread cache's take, inline in malloc's (api.c) and operator new's (operators.c) paths ---- */
+
 /* A free block of the class (small) or bin (medium up to 64 KiB) from this thread's cache, or
- * NULL (api.c's malloc, operators.c's new). tracked: tell memcheck (fm_track_on; a constant false in malloc's frameless path). */
+ * NULL. tracked: tell memcheck (fm_track_on; a constant false in the frameless paths). */
 FM_INLINE void *fm_cache_take(fm_tcache_t *tc, size_t size, bool tracked)
 {
     if (FM_LIKELY(size <= FM_SMALL_MAX_USER)) {
