@@ -100,7 +100,7 @@ FM_INLINE bool fm_block_medium_live(const void *p, const fm_medium_span_t *ms)
  * numbers no block has. */
 FM_INLINE uint32_t fm_small_block_index(const fm_small_span_t *s, const void *p)
 {
-    uint32_t offset = (uint32_t)((uintptr_t)p - (uintptr_t)s) - FM_SMALL_SPAN_HEADER;
+    uint32_t offset = (uint32_t)((uintptr_t)p - (uintptr_t)s) - s->head;
     uint32_t x = offset * s->odd_inverse;
     unsigned k = s->odd_shift;
     return x >> k | x << (-k & 31u);
@@ -156,7 +156,7 @@ FM_INLINE fm_small_span_t *fm_block_small_live(const void *p, const fm_medium_sp
 FM_INLINE fm_small_span_t *fm_block_small(const void *p, const fm_medium_span_t *ms)
 {
     uintptr_t off_in_medium = (uintptr_t)p - (uintptr_t)ms;
-    if (off_in_medium < ms->first_block + FM_SMALL_SPAN_HEADER || ((uintptr_t)p & (FM_MIN_ALIGN - 1)) != 0)
+    if (off_in_medium < ms->first_block + FM_SMALL_TWIN_HEADER || ((uintptr_t)p & (FM_MIN_ALIGN - 1)) != 0)
         return NULL;
     uint16_t flags = fm_flags_get(p);
     if ((flags & FM_FLAG_SMALL) == 0)
@@ -169,7 +169,10 @@ FM_INLINE fm_small_span_t *fm_block_small(const void *p, const fm_medium_span_t 
     if ((uintptr_t)m < first || (uintptr_t)m >= first + sizeof fm_small_managers ||
         ((uintptr_t)m - first) % sizeof(fm_small_manager_t) != 0)
         return NULL;
-    uint64_t offset = (uintptr_t)p - (uintptr_t)s - FM_SMALL_SPAN_HEADER;
+    uint32_t head = m->class_index < FM_SMALL_CLASS_COUNT ? FM_SMALL_SPAN_HEADER : FM_SMALL_TWIN_HEADER;
+    if ((uintptr_t)p - (uintptr_t)s < head)
+        return NULL;
+    uint64_t offset = (uintptr_t)p - (uintptr_t)s - head;
     uint64_t index = (offset * m->reciprocal) >> 32;
     if (index * m->block_size != offset || index >= s->total_blocks || !fm_small_is_fed(s, p))
         return NULL;

@@ -57,8 +57,9 @@ static bool start_damaged(const void *p, size_t *usable, const char **kind)
     if (s == NULL)
         return false;
     uintptr_t in_span = (uintptr_t)p - (uintptr_t)s;
-    if (in_span < FM_SMALL_SPAN_HEADER || (in_span - FM_SMALL_SPAN_HEADER) % s->block_size != 0 ||
-        (in_span - FM_SMALL_SPAN_HEADER) / s->block_size >= s->total_blocks || !fm_small_is_fed(s, p))
+    uint32_t head = fm_small_head_of(s->class_index);
+    if (in_span < head || (in_span - head) % s->block_size != 0 ||
+        (in_span - head) / s->block_size >= s->total_blocks || !fm_small_is_fed(s, p))
         return false;
     *usable = (size_t)s->block_size - 2u;
     *kind = "small";

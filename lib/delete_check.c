@@ -24,9 +24,16 @@ static unsigned natural_class(size_t size)
 
 /* Whether a small block of class `cls` can have been allocated for `size` bytes: its class by
  * size, or the first class above it whose blocks are aligned to some power of two up to 64 (an
- * aligned request, or a minimum alignment entered with fastmm_alignment_enter). */
+ * aligned request, or a minimum alignment entered with fastmm_alignment_enter), or the twin of
+ * either. */
 static bool small_class_fits(unsigned cls, size_t size)
 {
+    if (cls >= FM_SMALL_CLASS_COUNT) /* a twin (layout.h): judged as its class */
+        for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++)
+            if (fm_small_twin[c] == cls) {
+                cls = c;
+                break;
+            }
     unsigned base = natural_class(size);
     if (cls == base)
         return true;

@@ -119,13 +119,17 @@ void *fm_alloc(size_t size)
 }
 
 
-/* Small blocks are aligned to gcd(class size, 64), so for alignments up to 64 pick the first
- * class at least as big that is a multiple of the alignment (FastMM5's minimum-alignment rule). */
+/* A twin class's blocks (layout.h) are aligned to gcd(class size, 64), so for alignments up to
+ * 64 pick the first class at least as big that is a multiple of the alignment (FastMM5's
+ * minimum-alignment rule), and above 16 bytes its twin. fm_small_class_of may give a twin
+ * already (a minimum alignment above 16): its sizes are all multiples of 32. */
 static void *alloc_small_aligned(size_t size, size_t alignment)
 {
     unsigned c = fm_small_class_of(size);
     while (fm_small_class_sizes[c] % alignment != 0)
         c++;
+    if (alignment > 16 && c < FM_SMALL_CLASS_COUNT)
+        c = fm_small_twin[c];
     return fm_small_alloc(c);
 }
 

@@ -64,7 +64,7 @@ static int report_fd = 2;
 static bool lock_small_managers_or_give_up(void)
 {
     fm_small_manager_t *first = &fm_small_managers[0][0];
-    const unsigned count = FM_SMALL_ARENAS * FM_SMALL_CLASS_COUNT;
+    const unsigned count = FM_SMALL_ARENAS * FM_SMALL_INDEX_COUNT;
     for (unsigned i = 0; i < count; i++) {
         for (unsigned tries = 0; !fm_lock_try(&first[i].lock); tries++) {
             if (tries == 1000) {

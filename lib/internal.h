@@ -62,7 +62,14 @@ FM_INLINE uintptr_t fm_pagemap_lookup(const void *p)
 }
 
 /* ---- sizeclass.c: FastMM5's small classes and medium bins ---- */
-extern const uint16_t fm_small_class_sizes[FM_SMALL_CLASS_COUNT];
+extern const uint16_t fm_small_class_sizes[FM_SMALL_INDEX_COUNT];
+/* A class's twin of 128-byte spans (layout.h), or the class itself if it is no multiple of 32. */
+extern uint8_t fm_small_twin[FM_SMALL_CLASS_COUNT];
+/* Where block 0 of a span of class index c starts. */
+FM_INLINE uint32_t fm_small_head_of(unsigned c)
+{
+    return c < FM_SMALL_CLASS_COUNT ? FM_SMALL_SPAN_HEADER : FM_SMALL_TWIN_HEADER;
+}
 extern uint8_t fm_small_lookup[FM_SMALL_LOOKUP_SIZE];
 void fm_sizeclass_init(void);
 FM_INLINE unsigned fm_small_class_of(size_t size)
@@ -224,7 +231,7 @@ bool fm_medium_walk(fm_walk_visit_t visit, void *arg, uint64_t deadline_ms);
 bool fm_large_walk(fm_walk_visit_t visit, void *arg, uint64_t deadline_ms);
 
 /* ---- small.c ---- */
-extern fm_small_manager_t fm_small_managers[FM_SMALL_ARENAS][FM_SMALL_CLASS_COUNT];
+extern fm_small_manager_t fm_small_managers[FM_SMALL_ARENAS][FM_SMALL_INDEX_COUNT];
 void fm_small_init(void);
 void *fm_small_alloc(unsigned class_index);
 void fm_small_free(void *p, fm_small_span_t *span);
@@ -245,7 +252,8 @@ FM_INLINE uint32_t fm_small_unfed_blocks(const fm_small_manager_t *m, const fm_s
     if (fm_load_relaxed(&m->feed_span) != s)
         return 0;
     uint32_t offset = (uint32_t)fm_load_relaxed(&m->feed); /* the feed's offset half */
-    return offset < FM_SMALL_SPAN_HEADER ? 0 : (offset - FM_SMALL_SPAN_HEADER) / m->block_size;
+    uint32_t head = fm_small_head_of(m->class_index);
+    return offset < head ? 0 : (offset - head) / m->block_size;
 }
 extern bool fm_small_keep_empty_spans;
 
@@ -287,10 +295,10 @@ typedef struct fm_tcache_bin {
     unsigned limit; /* at most fm_tcache_limits[class]: a bin widens as it proves busy */
 } fm_tcache_bin_t;
 typedef struct fm_tcache {
-    fm_tcache_bin_t bins[FM_SMALL_CLASS_COUNT];
+    fm_tcache_bin_t bins[FM_SMALL_INDEX_COUNT];
     struct fm_tcache *pool_link;          /* tcache.c's pool of caches of exited threads */
     bool kept;                            /* in the pool with its blocks (tcache.c) */
-    uint32_t visited[FM_SMALL_CLASS_COUNT]; /* fm_os_ticks() of each bin's last arena visit */
+    uint32_t visited[FM_SMALL_INDEX_COUNT]; /* fm_os_ticks() of each bin's last arena visit */
     size_t medium_bytes;                  /* block bytes held in medium[] */
     /* a bit per medium bin that may hold blocks: set by every push, cleared by tcache.c when it
      * finds the bin empty (malloc's inline path empties bins without clearing it) */
@@ -298,7 +306,7 @@ typedef struct fm_tcache {
     void *medium[FM_TCACHE_MEDIUM_BINS];  /* by medium bin of the block size, linked as above */
 } fm_tcache_t;
 extern __thread fm_tcache_t *fm_tcache_current __attribute__((tls_model("initial-exec")));
-extern uint16_t fm_tcache_limits[FM_SMALL_CLASS_COUNT]; /* the widest a bin of the class gets */
+extern uint16_t fm_tcache_limits[FM_SMALL_INDEX_COUNT]; /* the widest a bin of the class gets */
 void fm_tcache_init(void);
 void fm_tcache_init_key(void);
 void *fm_tcache_refill(unsigned class_index);

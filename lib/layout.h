@@ -55,7 +55,16 @@ FM_INLINE void fm_flags_set(const void *p, unsigned flags) { fm_store_relaxed(fm
 #define FM_SMALL_MAX_BLOCK 2624u                    /* largest class, 2-byte header included */
 #define FM_SMALL_MAX_USER (FM_SMALL_MAX_BLOCK - 2u) /* 2622 */
 #define FM_SMALL_LOOKUP_SIZE (((FM_SMALL_MAX_USER + 1u) >> FM_SMALL_GRANULARITY_SHIFT) + 1u)
-#define FM_SMALL_SPAN_HEADER 128u
+/* A plain span's blocks start 144 bytes in: a block of a class that is a multiple of 64 then
+ * starts 16 bytes into a line, so its flag word and its first bytes share that line (free reads
+ * the one and writes the other). Aligned requests (32 or 64 bytes, a minimum alignment above 16)
+ * take twin classes instead: the classes that are multiples of 32 again, whose spans start their
+ * blocks at 128 bytes, so that a block is aligned to gcd(its size, 64). A class index below
+ * FM_SMALL_CLASS_COUNT is a plain class, the ones above it are the twins. */
+#define FM_SMALL_SPAN_HEADER 144u
+#define FM_SMALL_TWIN_HEADER 128u
+#define FM_SMALL_TWIN_COUNT 41
+#define FM_SMALL_INDEX_COUNT (FM_SMALL_CLASS_COUNT + FM_SMALL_TWIN_COUNT)
 #define FM_SMALL_MIN_BLOCKS_PER_SPAN 16u
 #define FM_SMALL_OPTIMAL_BLOCKS_PER_SPAN 64u
 #define FM_SMALL_OPTIMAL_SPAN_LOWER 19264u /* 2880 + 16 KiB */
@@ -64,9 +73,10 @@ FM_INLINE void fm_flags_set(const void *p, unsigned flags) { fm_store_relaxed(fm
 struct fm_small_manager;
 
 /*
- * A small-block span: a medium block (flagged is_small_span) whose first 64 bytes are this
- * header. Block i's user pointer is span + 64 + i * block_size; its flag word sits in the last two
- * bytes of block i-1 (for block 0: first_block_flags).
+ * A small-block span: a medium block (flagged is_small_span) whose first 128 bytes are this
+ * header. Block i's user pointer is span + head + i * block_size; its flag word sits in the last
+ * two bytes of block i-1 (for block 0: the two bytes before head, which for a twin's span are the
+ * header's last two).
  */
 typedef struct fm_small_span {
     /* Read by every free() of the span's blocks, from any thread, and written only when the span
@@ -85,7 +95,8 @@ typedef struct fm_small_span {
     uint16_t block_size;
     uint8_t class_index;
     uint8_t odd_shift;
-    uint8_t pad_read[64 - 2 * sizeof(void *) - 16];
+    uint32_t head;                      /* offset of block 0: FM_SMALL_SPAN_HEADER or _TWIN_HEADER */
+    uint8_t pad_read[64 - 2 * sizeof(void *) - 20];
     /* Written under the manager's lock by every refill and give-back: a line of its own. */
     struct fm_small_span *next_partial; /* list of spans that have free blocks */
     struct fm_small_span *prev_partial;
@@ -93,10 +104,10 @@ typedef struct fm_small_span {
     uint32_t blocks_in_use;             /* unfed blocks count as in use: no early release */
     uint8_t in_partial_list;
     uint8_t pad_written[64 - 3 * sizeof(void *) - 4 - 1 - 2];
-    uint16_t first_block_flags;
+    uint16_t twin_block0_flags;         /* a twin span's block 0 flag word (a plain one's: at 142) */
 } fm_small_span_t;
-FM_STATIC_ASSERT(sizeof(fm_small_span_t) == FM_SMALL_SPAN_HEADER,
-                 "block 0's flag word must be the last two bytes of the 64-byte span header");
+FM_STATIC_ASSERT(sizeof(fm_small_span_t) == FM_SMALL_TWIN_HEADER,
+                 "a twin span's block 0 flag word must be the last two bytes of the header");
 
 /*
  * One size class in one arena. The sequential feed (a fresh span handed out from its top block

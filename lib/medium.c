@@ -1059,7 +1059,7 @@ static bool walk_small_span(fm_small_span_t *s, fm_small_manager_t *sm, fm_walk_
     span_rec->unfed_bytes = (size_t)unfed * sm->block_size;
     visit(span_rec, arg);
     for (uint32_t i = unfed; i < s->total_blocks; i++) {
-        char *b = (char *)s + FM_SMALL_SPAN_HEADER + (size_t)i * sm->block_size;
+        char *b = (char *)s + fm_small_head_of(sm->class_index) + (size_t)i * sm->block_size;
         uint16_t flags = small_flags_sound(s, b) ? fm_flags_get(b) : (uint16_t)FM_FLAG_SMALL;
         fm_walk_record_t r = {b, sm->block_size, (size_t)sm->block_size - 2u, flags, FM_WALK_SMALL_BLOCK,
                               sm->arena, (flags & FM_FLAG_FREE) != 0, 0, sm->block_size};

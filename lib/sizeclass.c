@@ -6,7 +6,7 @@
 
 /* Block sizes include the 2-byte flag word, so a class serves requests up to size - 2. The step
  * widens with the size so that the waste stays near 10% (FastMM5's table, doc/fastmm5-facts.md 2.2). */
-const uint16_t fm_small_class_sizes[FM_SMALL_CLASS_COUNT] = {
+const uint16_t fm_small_class_sizes[FM_SMALL_INDEX_COUNT] = {
 #if UINTPTR_MAX > 0xffffffffu
     16, 32, 48, 64, 80, 96, 112, 128, 144, 160,
 #else
@@ -17,7 +17,14 @@ const uint16_t fm_small_class_sizes[FM_SMALL_CLASS_COUNT] = {
     352, 384, 416, 448, 480, 512, 544, 576, 608, 640,
     704, 768, 832, 896, 960, 1024, 1088, 1152, 1216, 1280, 1344,
     1472, 1600, 1728, 1856, 1984, 2112, 2240, 2368, 2496, 2624,
+    /* the twins (layout.h): the classes above that are multiples of 32, in the same order */
+    32, 64, 96, 128, 160, 192, 224, 256, 288, 320,
+    352, 384, 416, 448, 480, 512, 544, 576, 608, 640,
+    704, 768, 832, 896, 960, 1024, 1088, 1152, 1216, 1280, 1344,
+    1472, 1600, 1728, 1856, 1984, 2112, 2240, 2368, 2496, 2624,
 };
+
+uint8_t fm_small_twin[FM_SMALL_CLASS_COUNT];
 
 uint8_t fm_small_lookup[FM_SMALL_LOOKUP_SIZE];
 
@@ -34,6 +41,9 @@ void fm_sizeclass_init(void)
             cls++;
         fm_small_lookup[k] = (uint8_t)cls;
     }
+    unsigned twin = FM_SMALL_CLASS_COUNT;
+    for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++)
+        fm_small_twin[c] = (uint8_t)(fm_small_class_sizes[c] % 32u == 0 ? twin++ : c);
 }
 
 unsigned fm_medium_bin_of(size_t block_size)

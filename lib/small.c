@@ -9,7 +9,7 @@
  */
 #include "internal.h"
 
-fm_small_manager_t fm_small_managers[FM_SMALL_ARENAS][FM_SMALL_CLASS_COUNT];
+fm_small_manager_t fm_small_managers[FM_SMALL_ARENAS][FM_SMALL_INDEX_COUNT];
 static uint64_t contention;
 bool fm_small_keep_empty_spans; /* debug option FASTMM_DEBUG_NEVER_FREE_SMALL_SPANS */
 
@@ -26,7 +26,7 @@ static void size_spans(fm_small_manager_t *m)
         target = FM_SMALL_OPTIMAL_SPAN_LOWER;
     if (target > FM_SMALL_OPTIMAL_SPAN_UPPER)
         target = FM_SMALL_OPTIMAL_SPAN_UPPER;
-    size_t span_overhead = FM_SMALL_SPAN_HEADER - 2;
+    size_t span_overhead = fm_small_head_of(m->class_index) - 2;
     m->min_span_size = (uint32_t)fm_medium_round_request(FM_SMALL_MIN_BLOCKS_PER_SPAN * bs + span_overhead);
     m->optimal_span_size = (uint32_t)fm_medium_round_request(target / bs * bs + span_overhead);
 }
@@ -42,10 +42,10 @@ void fm_small_init(void) { fm_small_seal_key = fm_os_random_word() | 1u; }
 static void set_up_locked(fm_small_manager_t *m)
 {
     size_t index = (size_t)(m - &fm_small_managers[0][0]);
-    unsigned c = (unsigned)(index % FM_SMALL_CLASS_COUNT);
+    unsigned c = (unsigned)(index % FM_SMALL_INDEX_COUNT);
     m->block_size = fm_small_class_sizes[c];
     m->class_index = (uint16_t)c;
-    m->arena = (uint32_t)(index / FM_SMALL_CLASS_COUNT);
+    m->arena = (uint32_t)(index / FM_SMALL_INDEX_COUNT);
     m->reciprocal = (uint32_t)((((uint64_t)1 << 32) + m->block_size - 1) / m->block_size);
     size_spans(m);
 }
@@ -144,7 +144,7 @@ static void free_locked(fm_small_manager_t *m, void *p)
 static void *run_of(void *first, uint32_t limit, fm_small_span_t **s, uint32_t *k)
 {
     fm_small_span_t *span = fm_small_span_named(first, fm_flags_get(first));
-    uintptr_t start = (uintptr_t)span + FM_SMALL_SPAN_HEADER;
+    uintptr_t start = (uintptr_t)span + span->head;
     uintptr_t length = (uintptr_t)span->total_blocks * span->block_size;
     void *last = first;
     uint32_t n = 1;
@@ -207,9 +207,10 @@ static void *feed_try(fm_small_manager_t *m)
     uint64_t old = fm_load_acquire(&m->feed);
     for (;;) {
         uint32_t offset = FEED_OFFSET(old);
-        if (offset < FM_SMALL_SPAN_HEADER)
+        uint32_t head = fm_small_head_of(m->class_index);
+        if (offset < head)
             return NULL; /* no feed span: m may not even be set up (block_size) */
-        if (offset < FM_SMALL_SPAN_HEADER + m->block_size)
+        if (offset < head + m->block_size)
             return NULL;
         fm_small_span_t *s = fm_load_acquire(&m->feed_span);
         uint32_t next = offset - m->block_size;
@@ -231,7 +232,8 @@ static void *new_span_locked(fm_small_manager_t *m)
         s = fm_medium_alloc(m->min_span_size, true);
     if (s == NULL)
         return NULL;
-    size_t blocks = (fm_medium_block_size(s) - FM_SMALL_SPAN_HEADER - FM_MEDIUM_HEADER + 2) / m->block_size;
+    uint32_t head = fm_small_head_of(m->class_index);
+    size_t blocks = (fm_medium_block_size(s) - head - FM_MEDIUM_HEADER + 2) / m->block_size;
     s->next_partial = s->prev_partial = NULL;
     s->first_free = NULL;
     s->in_partial_list = 0;
@@ -241,11 +243,12 @@ static void *new_span_locked(fm_small_manager_t *m)
     s->odd_inverse = odd_inverse(m->block_size >> s->odd_shift);
     s->block_size = m->block_size;
     s->class_index = (uint8_t)m->class_index;
+    s->head = head;
     fm_store_relaxed(&s->seal, fm_small_seal_of(s));
     /* The blocks below the top one are not touched until the feed hands them out (their pages
      * stay unfaulted): their memory may hold anything, an earlier block's user data too, so
      * free() must never read a flag word there - it checks fed_floor first (fm_small_is_fed). */
-    uint32_t top = FM_SMALL_SPAN_HEADER + (uint32_t)((blocks - 1) * m->block_size);
+    uint32_t top = head + (uint32_t)((blocks - 1) * m->block_size);
     fm_store_relaxed(&s->fed_floor, top);
     void *b = (char *)s + top;
     fm_flags_set(b, flags_for(s, b));
@@ -355,11 +358,12 @@ static unsigned feed_try_many(fm_small_manager_t *m, void **chain, unsigned want
     uint64_t old = fm_load_acquire(&m->feed);
     for (;;) {
         uint32_t offset = FEED_OFFSET(old);
-        if (offset < FM_SMALL_SPAN_HEADER)
+        uint32_t head = fm_small_head_of(m->class_index);
+        if (offset < head)
             return 0; /* no feed span: m may not even be set up (block_size) */
-        if (offset < FM_SMALL_SPAN_HEADER + m->block_size)
+        if (offset < head + m->block_size)
             return 0;
-        unsigned available = (offset - FM_SMALL_SPAN_HEADER) / m->block_size;
+        unsigned available = (offset - head) / m->block_size;
         unsigned k = available < want ? available : want;
         fm_small_span_t *s = fm_load_acquire(&m->feed_span);
         uint32_t low = offset - k * m->block_size;
@@ -482,11 +486,11 @@ uint64_t fm_small_served(void)
 {
     uint64_t n = 0;
     for (unsigned a = 0; a < FM_SMALL_ARENAS; a++)
-        for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++) {
+        for (unsigned c = 0; c < FM_SMALL_INDEX_COUNT; c++) {
             fm_small_manager_t *m = &fm_small_managers[a][c];
             uint32_t offset = FEED_OFFSET(fm_load_acquire(&m->feed)); /* a feed: m is set up */
-            uint64_t unfed =
-                offset < FM_SMALL_SPAN_HEADER ? 0 : (offset - FM_SMALL_SPAN_HEADER) / m->block_size;
+            uint32_t head = fm_small_head_of(m->class_index);
+            uint64_t unfed = offset < head ? 0 : (offset - head) / m->block_size;
             n += fm_load_relaxed(&m->served) - unfed;
         }
     return n;
@@ -496,7 +500,7 @@ bool fm_small_drain_all(void)
 {
     bool all = true;
     for (unsigned a = 0; a < FM_SMALL_ARENAS; a++)
-        for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++) {
+        for (unsigned c = 0; c < FM_SMALL_INDEX_COUNT; c++) {
             fm_small_manager_t *m = &fm_small_managers[a][c];
             if (fm_load_relaxed(&m->pending) == NULL)
                 continue;
@@ -513,7 +517,7 @@ bool fm_small_drain_all(void)
 void fm_small_unlock_all(void)
 {
     for (unsigned a = 0; a < FM_SMALL_ARENAS; a++)
-        for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++)
+        for (unsigned c = 0; c < FM_SMALL_INDEX_COUNT; c++)
             fm_lock_release(&fm_small_managers[a][c].lock);
 }
 
@@ -524,7 +528,7 @@ uint64_t fm_small_contention(void) { return fm_load_relaxed(&contention); }
 void fm_small_trim(void)
 {
     for (unsigned a = 0; a < FM_SMALL_ARENAS; a++)
-        for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++) {
+        for (unsigned c = 0; c < FM_SMALL_INDEX_COUNT; c++) {
             fm_small_manager_t *m = &fm_small_managers[a][c];
             if (fm_load_relaxed(&m->feed_span) == NULL)
                 continue;
@@ -534,14 +538,15 @@ void fm_small_trim(void)
             while (!fm_cas_acq_rel(&m->feed, &old, FEED_PACK(FEED_ABA(old) + 1, 0)))
                 ; /* a racing lock-free feeder may still take a block first */
             uint32_t offset = FEED_OFFSET(old);
-            uint32_t unfed = offset < FM_SMALL_SPAN_HEADER ? 0 : (offset - FM_SMALL_SPAN_HEADER) / m->block_size;
+            uint32_t head = fm_small_head_of(m->class_index);
+            uint32_t unfed = offset < head ? 0 : (offset - head) / m->block_size;
             fm_store_release(&m->feed_span, NULL);
             m->served -= unfed;
             if (s != NULL && unfed != 0) {
                 /* the unfed blocks become ordinary free blocks of the span (fed, from now on) */
-                lower_fed_floor(s, FM_SMALL_SPAN_HEADER);
+                lower_fed_floor(s, head);
                 for (uint32_t i = 0; i < unfed; i++) {
-                    void *b = (char *)s + FM_SMALL_SPAN_HEADER + (size_t)i * m->block_size;
+                    void *b = (char *)s + head + (size_t)i * m->block_size;
                     fm_flags_set(b, flags_for(s, b) | FM_FLAG_FREE);
                     free_locked(m, b);
                 }

@@ -51,8 +51,8 @@
 __thread fm_tcache_t *fm_tcache_current __attribute__((tls_model("initial-exec")));
 static pthread_key_t exit_key;
 static bool key_ready;
-uint16_t fm_tcache_limits[FM_SMALL_CLASS_COUNT];
-static uint16_t start_limits[FM_SMALL_CLASS_COUNT];
+uint16_t fm_tcache_limits[FM_SMALL_INDEX_COUNT];
+static uint16_t start_limits[FM_SMALL_INDEX_COUNT];
 
 static unsigned blocks_for(unsigned bytes, unsigned c, unsigned least)
 {
@@ -62,7 +62,7 @@ static unsigned blocks_for(unsigned bytes, unsigned c, unsigned least)
 
 void fm_tcache_init(void)
 {
-    for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++) {
+    for (unsigned c = 0; c < FM_SMALL_INDEX_COUNT; c++) {
         fm_tcache_limits[c] = (uint16_t)blocks_for(BIN_BYTES, c, BIN_MIN);
         start_limits[c] = (uint16_t)blocks_for(START_BYTES, c, START_MIN);
     }
@@ -137,7 +137,7 @@ static void flush_medium(fm_tcache_t *tc)
 
 static void flush_all(fm_tcache_t *tc)
 {
-    for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++)
+    for (unsigned c = 0; c < FM_SMALL_INDEX_COUNT; c++)
         flush_bin(&tc->bins[c], 0);
     flush_medium(tc);
 }
@@ -262,7 +262,7 @@ static fm_tcache_t *create(void)
     if (!tc->kept) { /* else it comes with an exited thread's blocks, and their widths */
         uint32_t now = (uint32_t)fm_os_ticks();
         uint32_t long_ago = now - fm_os_ticks_per_50us; /* a first visit never widens */
-        for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++) {
+        for (unsigned c = 0; c < FM_SMALL_INDEX_COUNT; c++) {
             tc->bins[c] = (fm_tcache_bin_t){NULL, (int)start_limits[c], start_limits[c]};
             tc->visited[c] = long_ago;
         }
@@ -345,7 +345,7 @@ bool fm_tcache_small_put(void *p, unsigned c)
 void fm_tcache_overflow(fm_tcache_bin_t *bin)
 {
     fm_tcache_t *tc = fm_tcache_current; /* the bin's owner: only a thread pushes on its stacks */
-    if (FM_TCACHE_USABLE(tc) && bin >= tc->bins && bin < tc->bins + FM_SMALL_CLASS_COUNT) {
+    if (FM_TCACHE_USABLE(tc) && bin >= tc->bins && bin < tc->bins + FM_SMALL_INDEX_COUNT) {
         widen_if_busy(tc, bin, (unsigned)(bin - tc->bins));
         if (bin->room >= 0)
             return;

@@ -8,13 +8,13 @@
  * low-memory, giving back what the other strategies kept.
  *
  * Minimum alignment, as FastMM5 does it (doc/fastmm5-facts.md section 2.10): medium and large blocks are always
- * 64-byte aligned and a small block is aligned to the largest power of two dividing its class
- * size (small spans start 64-byte aligned and carry a 64-byte header), so a coarser alignment
- * only changes which class serves a request. The request -> class table (fm_small_lookup,
- * sizeclass.c) is rebuilt under a lock whenever the effective alignment changes, skipping the
- * classes that are not multiples of it: the allocation hot path (fm_small_class_of) is
- * untouched. Other threads may read an entry while it is rewritten; either value serves the
- * request (every class chosen holds it).
+ * 64-byte aligned, a small block of a plain class is 16-byte aligned, and one of a twin class
+ * (layout.h: its spans carry a 128-byte header) is aligned to the largest power of two dividing
+ * its size, so a coarser alignment only changes which class serves a request. The request ->
+ * class table (fm_small_lookup, sizeclass.c) is rebuilt under a lock whenever the effective
+ * alignment changes, skipping the classes that are not multiples of it and, above 16, taking
+ * their twins: the allocation hot path (fm_small_class_of) is untouched. Other threads may read
+ * an entry while it is rewritten; either value serves the request (every class chosen holds it).
  */
 #include "internal.h"
 
@@ -98,7 +98,8 @@ static void rebuild_lookup_locked(unsigned alignment)
             largest_request = FM_SMALL_MAX_USER;
         while ((size_t)fm_small_class_sizes[cls] - 2 < largest_request || fm_small_class_sizes[cls] % alignment != 0)
             cls++;
-        __atomic_store_n(&fm_small_lookup[k], (uint8_t)cls, __ATOMIC_RELAXED);
+        unsigned served = alignment > 16 ? fm_small_twin[cls] : cls; /* 32 and 64: its twin (layout.h) */
+        __atomic_store_n(&fm_small_lookup[k], (uint8_t)served, __ATOMIC_RELAXED);
     }
 }
 

@@ -330,21 +330,24 @@ static void *free_only(void *arg)
 }
 
 /* Guards free()'s exact position check (fm_small_block_index, block.h): for a span of every
- * class, each byte offset from the span header up to the largest medium span counts as a block
- * start exactly when it is one of the span's blocks, offsets inside the header included (they
- * wrap). A wrong inverse or shift accepts an interior pointer or refuses a block. */
+ * class and every twin class (a 32-aligned request of its size), each byte offset from the span
+ * header up to the largest medium span counts as a block start exactly when it is one of the
+ * span's blocks, offsets inside the header included (they wrap). A wrong inverse, shift or
+ * first-block offset accepts an interior pointer or refuses a block. */
 START_TEST(small_block_index_exact)
 {
-    for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++) {
+    for (unsigned c = 0; c < FM_SMALL_INDEX_COUNT; c++) {
         unsigned size = fm_small_class_sizes[c];
-        void *p = fastmm_malloc(size - 2u);
+        void *p = c < FM_SMALL_CLASS_COUNT ? fastmm_malloc(size - 2u) : fastmm_aligned_alloc(32, size - 2u);
         ck_assert_ptr_nonnull(p);
         uintptr_t entry = fm_pagemap_lookup(p);
         ck_assert_uint_eq(entry & FM_REGION_TYPE_MASK, FM_REGION_MEDIUM_SPAN);
         const fm_small_span_t *s = fm_block_small_live(p, (const fm_medium_span_t *)(entry - FM_REGION_MEDIUM_SPAN));
         ck_assert_ptr_nonnull(s);
         ck_assert_uint_eq(s->block_size, size);
-        size_t next = FM_SMALL_SPAN_HEADER, index = 0; /* the next block start and its index */
+        ck_assert_uint_eq(s->class_index, c);
+        ck_assert_uint_eq(s->head, c < FM_SMALL_CLASS_COUNT ? FM_SMALL_SPAN_HEADER : FM_SMALL_TWIN_HEADER);
+        size_t next = s->head, index = 0; /* the next block start and its index */
         for (size_t off = 0; off < FM_MEDIUM_MAX_SPAN; off++) {
             bool start = off == next && index < s->total_blocks;
             if ((fm_small_block_index(s, (const char *)s + off) < s->total_blocks) != start)
@@ -353,6 +356,29 @@ START_TEST(small_block_index_exact)
                 next += size, index++;
         }
         fastmm_free(p);
+    }
+}
+END_TEST
+
+/* Guards the layout of the two span kinds (layout.h): a plain block of a class that is a
+ * multiple of 64 starts 16 bytes into a cache line, so its flag word shares the line (free reads
+ * the one and writes the link into the other); a twin's block, asked for with an alignment of
+ * 64, starts on a line. */
+START_TEST(small_span_heads)
+{
+    for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++) {
+        unsigned size = fm_small_class_sizes[c];
+        if (size % 64u != 0)
+            continue;
+        void *p = fastmm_malloc(size - 2u);
+        void *q = fastmm_aligned_alloc(64, size - 2u);
+        ck_assert_ptr_nonnull(p);
+        ck_assert_ptr_nonnull(q);
+        ck_assert_msg((uintptr_t)p % 64u == 16u, "class %u: a plain block at %p", size, p);
+        ck_assert_msg((uintptr_t)q % 64u == 0u, "class %u: a 64-aligned block at %p", size, q);
+        ck_assert_uint_eq(fm_block_usable(q, fm_block_classify(q)), size - 2u);
+        fastmm_free(p);
+        fastmm_free(q);
     }
 }
 END_TEST
@@ -707,6 +733,7 @@ int main(void)
     tcase_add_test(tc, tcache_bins_start_narrow);
     tcase_add_test(tc, tcache_busy_bin_widens);
     tcase_add_test(tc, small_block_index_exact);
+    tcase_add_test(tc, small_span_heads);
     suite_add_tcase(s, tc);
     tc = tcase_create("small_runs");
     tcase_add_test(tc, small_chain_run_spliced_whole);
