@@ -232,6 +232,12 @@ bool fm_large_walk(fm_walk_visit_t visit, void *arg, uint64_t deadline_ms);
 
 /* ---- small.c ---- */
 extern fm_small_manager_t fm_small_managers[FM_SMALL_ARENAS][FM_SMALL_INDEX_COUNT];
+/* Where block 0 of manager m's spans starts, from m's place in the array: no field of m is read,
+ * as lock-free readers may not have seen its set-up. */
+FM_INLINE uint32_t fm_small_manager_head(const fm_small_manager_t *m)
+{
+    return fm_small_head_of((unsigned)((size_t)(m - &fm_small_managers[0][0]) % FM_SMALL_INDEX_COUNT));
+}
 void fm_small_init(void);
 void *fm_small_alloc(unsigned class_index);
 void fm_small_free(void *p, fm_small_span_t *span);
@@ -252,8 +258,7 @@ FM_INLINE uint32_t fm_small_unfed_blocks(const fm_small_manager_t *m, const fm_s
     if (fm_load_relaxed(&m->feed_span) != s)
         return 0;
     uint32_t offset = (uint32_t)fm_load_relaxed(&m->feed); /* the feed's offset half */
-    uint32_t head = fm_small_head_of(m->class_index);
-    return offset < head ? 0 : (offset - head) / m->block_size;
+    return offset < s->head ? 0 : (offset - s->head) / m->block_size;
 }
 extern bool fm_small_keep_empty_spans;
 

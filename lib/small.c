@@ -26,7 +26,7 @@ static void size_spans(fm_small_manager_t *m)
         target = FM_SMALL_OPTIMAL_SPAN_LOWER;
     if (target > FM_SMALL_OPTIMAL_SPAN_UPPER)
         target = FM_SMALL_OPTIMAL_SPAN_UPPER;
-    size_t span_overhead = fm_small_head_of(m->class_index) - 2;
+    size_t span_overhead = fm_small_manager_head(m) - 2;
     m->min_span_size = (uint32_t)fm_medium_round_request(FM_SMALL_MIN_BLOCKS_PER_SPAN * bs + span_overhead);
     m->optimal_span_size = (uint32_t)fm_medium_round_request(target / bs * bs + span_overhead);
 }
@@ -207,7 +207,7 @@ static void *feed_try(fm_small_manager_t *m)
     uint64_t old = fm_load_acquire(&m->feed);
     for (;;) {
         uint32_t offset = FEED_OFFSET(old);
-        uint32_t head = fm_small_head_of(m->class_index);
+        uint32_t head = fm_small_manager_head(m);
         if (offset < head)
             return NULL; /* no feed span: m may not even be set up (block_size) */
         if (offset < head + m->block_size)
@@ -232,7 +232,7 @@ static void *new_span_locked(fm_small_manager_t *m)
         s = fm_medium_alloc(m->min_span_size, true);
     if (s == NULL)
         return NULL;
-    uint32_t head = fm_small_head_of(m->class_index);
+    uint32_t head = fm_small_manager_head(m);
     size_t blocks = (fm_medium_block_size(s) - head - FM_MEDIUM_HEADER + 2) / m->block_size;
     s->next_partial = s->prev_partial = NULL;
     s->first_free = NULL;
@@ -358,7 +358,7 @@ static unsigned feed_try_many(fm_small_manager_t *m, void **chain, unsigned want
     uint64_t old = fm_load_acquire(&m->feed);
     for (;;) {
         uint32_t offset = FEED_OFFSET(old);
-        uint32_t head = fm_small_head_of(m->class_index);
+        uint32_t head = fm_small_manager_head(m);
         if (offset < head)
             return 0; /* no feed span: m may not even be set up (block_size) */
         if (offset < head + m->block_size)
@@ -489,7 +489,7 @@ uint64_t fm_small_served(void)
         for (unsigned c = 0; c < FM_SMALL_INDEX_COUNT; c++) {
             fm_small_manager_t *m = &fm_small_managers[a][c];
             uint32_t offset = FEED_OFFSET(fm_load_acquire(&m->feed)); /* a feed: m is set up */
-            uint32_t head = fm_small_head_of(m->class_index);
+            uint32_t head = fm_small_manager_head(m);
             uint64_t unfed = offset < head ? 0 : (offset - head) / m->block_size;
             n += fm_load_relaxed(&m->served) - unfed;
         }
@@ -538,7 +538,7 @@ void fm_small_trim(void)
             while (!fm_cas_acq_rel(&m->feed, &old, FEED_PACK(FEED_ABA(old) + 1, 0)))
                 ; /* a racing lock-free feeder may still take a block first */
             uint32_t offset = FEED_OFFSET(old);
-            uint32_t head = fm_small_head_of(m->class_index);
+            uint32_t head = fm_small_manager_head(m);
             uint32_t unfed = offset < head ? 0 : (offset - head) / m->block_size;
             fm_store_release(&m->feed_span, NULL);
             m->served -= unfed;
