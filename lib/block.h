@@ -169,7 +169,7 @@ FM_INLINE fm_small_span_t *fm_block_small(const void *p, const fm_medium_span_t 
     if ((uintptr_t)m < first || (uintptr_t)m >= first + sizeof fm_small_managers ||
         ((uintptr_t)m - first) % sizeof(fm_small_manager_t) != 0)
         return NULL;
-    uint32_t head = m->class_index < FM_SMALL_CLASS_COUNT ? FM_SMALL_SPAN_HEADER : FM_SMALL_TWIN_HEADER;
+    uint32_t head = fm_small_head_of(m->class_index);
     if ((uintptr_t)p - (uintptr_t)s < head)
         return NULL;
     uint64_t offset = (uintptr_t)p - (uintptr_t)s - head;

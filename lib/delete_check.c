@@ -28,12 +28,8 @@ static unsigned natural_class(size_t size)
  * either. */
 static bool small_class_fits(unsigned cls, size_t size)
 {
-    if (cls >= FM_SMALL_CLASS_COUNT) /* a twin (layout.h): judged as its class */
-        for (unsigned c = 0; c < FM_SMALL_CLASS_COUNT; c++)
-            if (fm_small_twin[c] == cls) {
-                cls = c;
-                break;
-            }
+    if (cls >= FM_SMALL_CLASS_COUNT) /* a twin (layout.h): judged as the class of its size */
+        cls = natural_class((size_t)fm_small_class_sizes[cls] - 2u);
     unsigned base = natural_class(size);
     if (cls == base)
         return true;

@@ -65,11 +65,6 @@ FM_INLINE uintptr_t fm_pagemap_lookup(const void *p)
 extern const uint16_t fm_small_class_sizes[FM_SMALL_INDEX_COUNT];
 /* A class's twin of 128-byte spans (layout.h), or the class itself if it is no multiple of 32. */
 extern uint8_t fm_small_twin[FM_SMALL_CLASS_COUNT];
-/* Where block 0 of a span of class index c starts. */
-FM_INLINE uint32_t fm_small_head_of(unsigned c)
-{
-    return c < FM_SMALL_CLASS_COUNT ? FM_SMALL_SPAN_HEADER : FM_SMALL_TWIN_HEADER;
-}
 extern uint8_t fm_small_lookup[FM_SMALL_LOOKUP_SIZE];
 void fm_sizeclass_init(void);
 FM_INLINE unsigned fm_small_class_of(size_t size)

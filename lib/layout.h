@@ -65,6 +65,11 @@ FM_INLINE void fm_flags_set(const void *p, unsigned flags) { fm_store_relaxed(fm
 #define FM_SMALL_TWIN_HEADER 128u
 #define FM_SMALL_TWIN_COUNT 41
 #define FM_SMALL_INDEX_COUNT (FM_SMALL_CLASS_COUNT + FM_SMALL_TWIN_COUNT)
+/* Where block 0 of a span of class index c starts. */
+FM_INLINE uint32_t fm_small_head_of(unsigned c)
+{
+    return c < FM_SMALL_CLASS_COUNT ? FM_SMALL_SPAN_HEADER : FM_SMALL_TWIN_HEADER;
+}
 #define FM_SMALL_MIN_BLOCKS_PER_SPAN 16u
 #define FM_SMALL_OPTIMAL_BLOCKS_PER_SPAN 64u
 #define FM_SMALL_OPTIMAL_SPAN_LOWER 19264u /* 2880 + 16 KiB */

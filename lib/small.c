@@ -205,9 +205,9 @@ static void lower_fed_floor(fm_small_span_t *s, uint32_t offset)
 static void *feed_try(fm_small_manager_t *m)
 {
     uint64_t old = fm_load_acquire(&m->feed);
+    uint32_t head = fm_small_manager_head(m);
     for (;;) {
         uint32_t offset = FEED_OFFSET(old);
-        uint32_t head = fm_small_manager_head(m);
         if (offset < head)
             return NULL; /* no feed span: m may not even be set up (block_size) */
         if (offset < head + m->block_size)
@@ -356,9 +356,9 @@ static unsigned take_many_locked(fm_small_manager_t *m, void **chain, unsigned w
 static unsigned feed_try_many(fm_small_manager_t *m, void **chain, unsigned want)
 {
     uint64_t old = fm_load_acquire(&m->feed);
+    uint32_t head = fm_small_manager_head(m);
     for (;;) {
         uint32_t offset = FEED_OFFSET(old);
-        uint32_t head = fm_small_manager_head(m);
         if (offset < head)
             return 0; /* no feed span: m may not even be set up (block_size) */
         if (offset < head + m->block_size)
