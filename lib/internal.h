@@ -236,7 +236,7 @@ FM_INLINE uint32_t fm_small_manager_head(const fm_small_manager_t *m)
 void fm_small_init(void);
 void *fm_small_alloc(unsigned class_index);
 void fm_small_free(void *p, fm_small_span_t *span);
-unsigned fm_small_alloc_batch(unsigned class_index, void **chain, unsigned want);
+unsigned fm_small_alloc_batch(unsigned class_index, void **chain, unsigned want, unsigned most);
 void *fm_small_free_chain_n(void *chain, size_t n); /* the first n, flagged FREE; returns the rest */
 FM_INLINE void fm_small_free_chain(void *chain) { (void)fm_small_free_chain_n(chain, SIZE_MAX); }
 FM_INLINE size_t fm_small_usable(const fm_small_span_t *span) { return (size_t)span->block_size - 2u; }

@@ -106,9 +106,10 @@ typedef struct fm_small_span {
     struct fm_small_span *next_partial; /* list of spans that have free blocks */
     struct fm_small_span *prev_partial;
     void *first_free;                   /* free blocks, linked through their first word */
+    void *last_free;                    /* the list's last block while first_free is not NULL */
     uint32_t blocks_in_use;             /* unfed blocks count as in use: no early release */
     uint8_t in_partial_list;
-    uint8_t pad_written[64 - 3 * sizeof(void *) - 4 - 1 - 2];
+    uint8_t pad_written[64 - 4 * sizeof(void *) - 4 - 1 - 2];
     uint16_t twin_block0_flags;         /* a twin span's block 0 flag word (a plain one's: at 142) */
 } fm_small_span_t;
 FM_STATIC_ASSERT(sizeof(fm_small_span_t) == FM_SMALL_TWIN_HEADER,

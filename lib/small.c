@@ -125,6 +125,8 @@ static void free_run_locked(fm_small_manager_t *m, fm_small_span_t *s, void *fir
         release_span_locked(m, s);
         return;
     }
+    if (s->first_free == NULL)
+        s->last_free = last;
     fm_link_set(last, s->first_free);
     s->first_free = first;
     if (!s->in_partial_list)
@@ -319,9 +321,12 @@ static void *alloc_unvetted(unsigned class_index)
 /* ---- batches for the thread caches (tcache.c): blocks linked through their first word and
  * left flagged FREE, as the cache keeps them ---- */
 
-/* Up to `want` blocks, cut from the pending stack and the partial spans' free lists as they are
- * linked (each block is read once, for its link; a span's count changes once for its run). */
-static unsigned take_many_locked(fm_small_manager_t *m, void **chain, unsigned want)
+/* At least `want` blocks where m has them, at most `most`: the pending stack cut as it is linked,
+ * then the partial spans' free lists. A span's whole list is taken without reading its blocks
+ * (its length is total_blocks - blocks_in_use, its last block last_free), so the lock is not
+ * held across a chain of cache misses in blocks another thread freed last; only the list that
+ * would take the batch past `most` is walked, to cut it after `want`. */
+static unsigned take_many_locked(fm_small_manager_t *m, void **chain, unsigned want, unsigned most)
 {
     unsigned n = 0;
     void *head = fm_pending_take(&m->pending);
@@ -335,11 +340,17 @@ static unsigned take_many_locked(fm_small_manager_t *m, void **chain, unsigned w
     }
     while (n < want && m->partial_head != NULL) {
         fm_small_span_t *s = m->partial_head;
-        void *first = s->first_free, *last = first;
-        uint32_t k = 1;
-        for (; n + k < want && fm_link_get(last) != NULL; k++)
-            last = fm_link_get(last);
-        s->first_free = fm_link_get(last);
+        void *first = s->first_free, *last;
+        uint32_t k = s->total_blocks - fm_load_relaxed(&s->blocks_in_use);
+        if (n + k <= most) {
+            last = s->last_free;
+            s->first_free = NULL;
+        } else {
+            last = first;
+            for (k = 1; n + k < want && fm_link_get(last) != NULL; k++)
+                last = fm_link_get(last);
+            s->first_free = fm_link_get(last);
+        }
         change_in_use(s, (int)k);
         if (s->first_free == NULL)
             partial_remove(m, s);
@@ -392,7 +403,7 @@ static unsigned feed_try_many(fm_small_manager_t *m, void **chain, unsigned want
  * starting at arena 0, all threads' blocks of a class come from the same spans, neighbours
  * in one cache line belong to different threads, and each free or reuse by one thread takes
  * the line from the other's CPU (server-style programs such as larson). */
-unsigned fm_small_alloc_batch(unsigned class_index, void **chain, unsigned want)
+unsigned fm_small_alloc_batch(unsigned class_index, void **chain, unsigned want, unsigned most)
 {
     *chain = NULL;
     unsigned first = fm_os_thread_id() % FM_SMALL_ARENAS;
@@ -401,7 +412,7 @@ unsigned fm_small_alloc_batch(unsigned class_index, void **chain, unsigned want)
             fm_small_manager_t *m = &fm_small_managers[(first + i) % FM_SMALL_ARENAS][class_index];
             if ((fm_load_relaxed(&m->pending) != NULL || fm_load_relaxed(&m->partial_head) != NULL) &&
                 fm_lock_try(&m->lock)) {
-                unsigned n = take_many_locked(m, chain, want);
+                unsigned n = take_many_locked(m, chain, want, most);
                 fm_lock_release(&m->lock);
                 if (n != 0)
                     return n;
@@ -414,7 +425,7 @@ unsigned fm_small_alloc_batch(unsigned class_index, void **chain, unsigned want)
             fm_small_manager_t *m = &fm_small_managers[(first + i) % FM_SMALL_ARENAS][class_index];
             if (!fm_lock_try(&m->lock))
                 continue;
-            unsigned n = take_many_locked(m, chain, want);
+            unsigned n = take_many_locked(m, chain, want, most);
             if (n == 0)
                 n = feed_try_many(m, chain, want);
             if (n == 0) {

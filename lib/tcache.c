@@ -306,7 +306,10 @@ void *fm_tcache_refill(unsigned c)
     for (;;) {
         if (bin->head == NULL) {
             widen_if_busy(tc, bin, c);
-            unsigned got = fm_small_alloc_batch(c, &bin->head, bin->limit / 2u + 1u);
+            /* half the stack and more where whole span lists come that way, but a quarter of it
+             * left as room: a stack refilled to its limit gives half back at the next free */
+            unsigned want = bin->limit / 2u + 1u, most = bin->limit - bin->limit / 4u;
+            unsigned got = fm_small_alloc_batch(c, &bin->head, want, most > want ? most : want);
             if (got == 0)
                 return NULL;
             bin->room = (int)(bin->limit - got);

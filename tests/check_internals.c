@@ -617,7 +617,7 @@ START_TEST(small_chain_run_spliced_whole)
     for (unsigned i = 0; i < RUN; i++, p = fm_link_get(p))
         ck_assert_ptr_eq(p, b[i]);
     void *got;
-    ck_assert_uint_eq(fm_small_alloc_batch(c, &got, RUN), RUN);
+    ck_assert_uint_eq(fm_small_alloc_batch(c, &got, RUN, RUN), RUN);
     for (unsigned i = 0; i < RUN; i++, got = fm_link_get(got))
         ck_assert_ptr_eq(got, b[i]);
     ck_assert_uint_eq(s->blocks_in_use, in_use);
@@ -625,6 +625,52 @@ START_TEST(small_chain_run_spliced_whole)
         fm_flags_set(b[i], fm_flags_get(b[i]) & ~FM_FLAG_FREE);
         fastmm_free(b[i]);
     }
+}
+END_TEST
+
+/* Guards the refill's whole-list take (small.c, take_many_locked): a span's free list that fits
+ * under the batch's `most` is taken whole, found by the span's count and last_free without a walk
+ * - every block, in the list's order, the span's count up by the list's length, the span off
+ * the partial list; a longer list is cut after `want`, its rest (and last_free) staying with the
+ * span. A wrong length would leave blocks_in_use off (a span never released, or released under
+ * live blocks); a stale last_free would link the batch to blocks it does not hold. */
+START_TEST(small_batch_takes_whole_lists)
+{
+    enum { N = 6 };
+    unsigned c = fm_small_class_of(RUN_CLASS_REQUEST);
+    void *b[N + 1];
+    run_blocks(c, b, N + 1, NULL, NULL);
+    fm_small_span_t *s = span_of(b[0]);
+    uint32_t in_use = s->blocks_in_use;
+    fm_small_free_chain(chain_of(b, N)); /* b[N] stays allocated: the span stays */
+    ck_assert_uint_eq(s->total_blocks - s->blocks_in_use, N); /* the list holds these N only */
+    ck_assert_ptr_eq(s->last_free, b[N - 1]);
+    void *got;
+    ck_assert_uint_eq(fm_small_alloc_batch(c, &got, 2, N), N);
+    for (unsigned i = 0; i < N; i++, got = fm_link_get(got))
+        ck_assert_ptr_eq(got, b[i]);
+    ck_assert_ptr_null(got);
+    ck_assert_ptr_null(s->first_free);
+    ck_assert(!s->in_partial_list);
+    ck_assert_uint_eq(s->blocks_in_use, in_use);
+
+    for (unsigned i = 0; i < N; i++)
+        fm_flags_set(b[i], fm_flags_get(b[i]) & ~FM_FLAG_FREE); /* as the cache's pops leave them */
+    fm_small_free_chain(chain_of(b, N));
+    ck_assert_ptr_eq(s->last_free, b[N - 1]);
+    ck_assert_uint_eq(fm_small_alloc_batch(c, &got, 2, N - 1), 2);
+    ck_assert_ptr_eq(got, b[0]);
+    ck_assert_ptr_eq(fm_link_get(got), b[1]);
+    ck_assert_ptr_null(fm_link_get(b[1]));
+    ck_assert_ptr_eq(s->first_free, b[2]);
+    ck_assert_ptr_eq(s->last_free, b[N - 1]);
+    ck_assert(s->in_partial_list);
+    ck_assert_uint_eq(s->blocks_in_use, in_use - (N - 2));
+    for (unsigned i = 0; i < 2; i++) {
+        fm_flags_set(b[i], fm_flags_get(b[i]) & ~FM_FLAG_FREE);
+        fastmm_free(b[i]);
+    }
+    fastmm_free(b[N]);
 }
 END_TEST
 
@@ -737,6 +783,7 @@ int main(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("small_runs");
     tcase_add_test(tc, small_chain_run_spliced_whole);
+    tcase_add_test(tc, small_batch_takes_whole_lists);
     tcase_add_test(tc, small_chain_run_pending_whole);
     tcase_add_test(tc, small_chain_runs_split_by_span);
     suite_add_tcase(s, tc);
