@@ -128,9 +128,7 @@ static void *alloc_small_aligned(size_t size, size_t alignment)
     unsigned c = fm_small_class_of(size);
     while (fm_small_class_sizes[c] % alignment != 0)
         c++;
-    if (alignment > 16 && c < FM_SMALL_CLASS_COUNT)
-        c = fm_small_twin[c];
-    return fm_small_alloc(c);
+    return fm_small_alloc(fm_small_aligned_class(c, alignment));
 }
 
 /* A block of at least `size` bytes aligned to alignment (a power of two above FM_MIN_ALIGN), not

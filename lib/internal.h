@@ -65,6 +65,12 @@ FM_INLINE uintptr_t fm_pagemap_lookup(const void *p)
 extern const uint16_t fm_small_class_sizes[FM_SMALL_INDEX_COUNT];
 /* A class's twin of 128-byte spans (layout.h), or the class itself if it is no multiple of 32. */
 extern uint8_t fm_small_twin[FM_SMALL_CLASS_COUNT];
+/* The class that serves a request aligned to `alignment` for class c, a multiple of it: above
+ * 16 bytes its twin, whose blocks are aligned to gcd(size, 64); c itself if c is a twin already. */
+FM_INLINE unsigned fm_small_aligned_class(unsigned c, size_t alignment)
+{
+    return alignment > 16 && c < FM_SMALL_CLASS_COUNT ? fm_small_twin[c] : c;
+}
 extern uint8_t fm_small_lookup[FM_SMALL_LOOKUP_SIZE];
 void fm_sizeclass_init(void);
 FM_INLINE unsigned fm_small_class_of(size_t size)

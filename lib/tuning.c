@@ -98,8 +98,7 @@ static void rebuild_lookup_locked(unsigned alignment)
             largest_request = FM_SMALL_MAX_USER;
         while ((size_t)fm_small_class_sizes[cls] - 2 < largest_request || fm_small_class_sizes[cls] % alignment != 0)
             cls++;
-        unsigned served = alignment > 16 ? fm_small_twin[cls] : cls; /* 32 and 64: its twin (layout.h) */
-        __atomic_store_n(&fm_small_lookup[k], (uint8_t)served, __ATOMIC_RELAXED);
+        __atomic_store_n(&fm_small_lookup[k], (uint8_t)fm_small_aligned_class(cls, alignment), __ATOMIC_RELAXED);
     }
 }
 

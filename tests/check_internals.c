@@ -597,6 +597,20 @@ static void *chain_of(void **blocks, unsigned n)
     return blocks[0];
 }
 
+/* Blocks b[0..n] of one span of class c from the arenas, then b[0..n) given back as one chain
+ * (b[n] stays allocated: the span stays). Returns the span; *in_use: its count before. */
+static fm_small_span_t *span_with_run_freed(unsigned c, void **b, unsigned n, uint32_t *in_use)
+{
+    run_blocks(c, b, n + 1, NULL, NULL);
+    fm_small_span_t *s = span_of(b[0]);
+    *in_use = s->blocks_in_use;
+    fm_small_free_chain(chain_of(b, n));
+    return s;
+}
+
+/* A block a batch handed out, made live as the cache's pop leaves it. */
+static void as_popped(void *p) { fm_flags_set(p, fm_flags_get(p) & ~FM_FLAG_FREE); }
+
 /* Guards the flush of a run of neighbours (small.c, fm_small_free_chain): a chain of one span's
  * blocks is spliced onto the span's free list whole, in its own order, on top of the list, with
  * the span's count lowered by the run's length; a refill then cuts them off that list in the
@@ -608,10 +622,8 @@ START_TEST(small_chain_run_spliced_whole)
     enum { RUN = 4 };
     unsigned c = fm_small_class_of(RUN_CLASS_REQUEST);
     void *b[RUN + 1];
-    run_blocks(c, b, RUN + 1, NULL, NULL);
-    fm_small_span_t *s = span_of(b[0]);
-    uint32_t in_use = s->blocks_in_use;
-    fm_small_free_chain(chain_of(b, RUN)); /* b[RUN] stays allocated: the span stays */
+    uint32_t in_use;
+    fm_small_span_t *s = span_with_run_freed(c, b, RUN, &in_use);
     ck_assert_uint_eq(s->blocks_in_use, in_use - RUN);
     void *p = s->first_free; /* the run on top of the span's free list, in its order */
     for (unsigned i = 0; i < RUN; i++, p = fm_link_get(p))
@@ -622,7 +634,7 @@ START_TEST(small_chain_run_spliced_whole)
         ck_assert_ptr_eq(got, b[i]);
     ck_assert_uint_eq(s->blocks_in_use, in_use);
     for (unsigned i = 0; i <= RUN; i++) {
-        fm_flags_set(b[i], fm_flags_get(b[i]) & ~FM_FLAG_FREE);
+        as_popped(b[i]);
         fastmm_free(b[i]);
     }
 }
@@ -639,10 +651,8 @@ START_TEST(small_batch_takes_whole_lists)
     enum { N = 6 };
     unsigned c = fm_small_class_of(RUN_CLASS_REQUEST);
     void *b[N + 1];
-    run_blocks(c, b, N + 1, NULL, NULL);
-    fm_small_span_t *s = span_of(b[0]);
-    uint32_t in_use = s->blocks_in_use;
-    fm_small_free_chain(chain_of(b, N)); /* b[N] stays allocated: the span stays */
+    uint32_t in_use;
+    fm_small_span_t *s = span_with_run_freed(c, b, N, &in_use);
     ck_assert_uint_eq(s->total_blocks - s->blocks_in_use, N); /* the list holds these N only */
     ck_assert_ptr_eq(s->last_free, b[N - 1]);
     void *got;
@@ -655,7 +665,7 @@ START_TEST(small_batch_takes_whole_lists)
     ck_assert_uint_eq(s->blocks_in_use, in_use);
 
     for (unsigned i = 0; i < N; i++)
-        fm_flags_set(b[i], fm_flags_get(b[i]) & ~FM_FLAG_FREE); /* as the cache's pops leave them */
+        as_popped(b[i]);
     fm_small_free_chain(chain_of(b, N));
     ck_assert_ptr_eq(s->last_free, b[N - 1]);
     ck_assert_uint_eq(fm_small_alloc_batch(c, &got, 2, N - 1), 2);
@@ -667,7 +677,7 @@ START_TEST(small_batch_takes_whole_lists)
     ck_assert(s->in_partial_list);
     ck_assert_uint_eq(s->blocks_in_use, in_use - (N - 2));
     for (unsigned i = 0; i < 2; i++) {
-        fm_flags_set(b[i], fm_flags_get(b[i]) & ~FM_FLAG_FREE);
+        as_popped(b[i]);
         fastmm_free(b[i]);
     }
     fastmm_free(b[N]);
