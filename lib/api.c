@@ -90,7 +90,7 @@ FM_INLINE size_t cacheable_medium_block(const void *p, const fm_medium_span_t *m
     /* over the budget only with other blocks there: an empty cache takes any cacheable block
      * (a 64 KiB malloc/free loop stays on this path; tcache.c flushes the others otherwise) */
     if (!fm_tcache_medium_cacheable(block) ||
-        (tc->medium_bytes != 0 && tc->medium_bytes + block > FM_TCACHE_MEDIUM_BYTES) ||
+        (tc->medium_bytes != 0 && tc->medium_bytes + block > tc->medium_budget) ||
         fm_os_limit() != 0) /* under a memory limit a cached block would pin its span */
         return 0;
     return block;

@@ -266,7 +266,11 @@ extern bool fm_small_keep_empty_spans;
 /* ---- tcache.c: per-thread cache of free small and medium blocks ---- */
 /* Medium bins 0..255 are cached: blocks up to 68416 bytes (requests up to 64 KiB). */
 #define FM_TCACHE_MEDIUM_BINS 256u
-#define FM_TCACHE_MEDIUM_BYTES ((size_t)256 << 10) /* per thread; over it the largest blocks go back */
+/* A thread's medium budget starts at FM_TCACHE_MEDIUM_BYTES and doubles, up to
+ * FM_TCACHE_MEDIUM_MAX_BYTES, while it overflows within about 50 microseconds of its previous
+ * overflow (tcache.c); over it the largest blocks go back */
+#define FM_TCACHE_MEDIUM_BYTES ((size_t)256 << 10)
+#define FM_TCACHE_MEDIUM_MAX_BYTES ((size_t)1 << 20)
 #define FM_TCACHE_MEDIUM_MAX_USER (FM_MEDIUM_MIN_BLOCK + (FM_TCACHE_MEDIUM_BINS - 1u) * 256u - FM_MEDIUM_HEADER)
 /* The bin of fm_medium_round_request(size) for FM_SMALL_MAX_USER < size <= FM_TCACHE_MEDIUM_MAX_USER
  * (medium bins are 256 bytes apart up to 101184): the one whose size is the block's, rounded up. */
@@ -306,6 +310,8 @@ typedef struct fm_tcache {
     bool kept;                            /* in the pool with its blocks (tcache.c) */
     uint32_t visited[FM_SMALL_INDEX_COUNT]; /* fm_os_ticks() of each bin's last arena visit */
     size_t medium_bytes;                  /* block bytes held in medium[] */
+    size_t medium_budget;                 /* most bytes medium[] holds: widens as it proves busy */
+    uint32_t medium_overflowed;           /* fm_os_ticks() of the medium part's last overflow */
     /* a bit per medium bin that may hold blocks: set by every push, cleared by tcache.c when it
      * finds the bin empty (malloc's inline path empties bins without clearing it) */
     uint64_t medium_map[FM_TCACHE_MEDIUM_BINS / 64u];

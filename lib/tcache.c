@@ -9,8 +9,9 @@
  *
  * Medium blocks up to 68416 bytes are cached the same way, one stack per medium bin (a request
  * is rounded to a bin size, so a block freed from bin b serves the next request for bin b),
- * with at most 256 KiB per thread: a medium allocation and free otherwise pay for the bin
- * search, the split and the merge with the neighbours every time. Over that budget the largest
+ * within a budget of 256 KiB per thread that doubles up to 1 MiB while it overflows often: a
+ * medium allocation and free otherwise pay for the bin search, the split and the merge with
+ * the neighbours every time. Over the budget the largest
  * cached blocks go back until half of it is free, so the cache stays filled with the many
  * smaller blocks that meet most requests, and free()'s inline path takes the next frees. Freed
  * debug blocks, small and medium, are cached too (debug.c), keeping their pattern: taking one
@@ -267,6 +268,8 @@ static fm_tcache_t *create(void)
             tc->visited[c] = long_ago;
         }
         tc->medium_bytes = 0;
+        tc->medium_budget = FM_TCACHE_MEDIUM_BYTES;
+        tc->medium_overflowed = long_ago;
         for (unsigned b = 0; b < FM_TCACHE_MEDIUM_BINS; b++)
             tc->medium[b] = NULL;
     }
@@ -394,6 +397,23 @@ FM_INLINE void *medium_pop(fm_tcache_t *tc, unsigned b)
     }
 }
 
+/* Called at each overflow of the medium part: one soon after the previous one doubles the
+ * budget (up to FM_TCACHE_MEDIUM_MAX_BYTES). A request finds a block only in its own 256-byte
+ * bin, so a thread whose medium sizes are spread over many bins (rptest: 8 to 16000 bytes)
+ * misses a 256 KiB cache on most requests and pays for the arenas' search, split and merge;
+ * a thread that frees medium blocks now and then keeps the narrow budget and its footprint.
+ * Returns whether the block of block_size bytes now fits. */
+static bool widen_medium_if_busy(fm_tcache_t *tc, size_t block_size)
+{
+    uint32_t now = (uint32_t)fm_os_ticks();
+    uint32_t since = now - tc->medium_overflowed;
+    tc->medium_overflowed = now;
+    if (since >= fm_os_ticks_per_50us || tc->medium_budget >= FM_TCACHE_MEDIUM_MAX_BYTES)
+        return false;
+    tc->medium_budget *= 2u;
+    return tc->medium_bytes + block_size <= tc->medium_budget;
+}
+
 /* A block for a request rounded to block_size (a bin size), from this thread's stack for that
  * bin: its blocks are all that size, so malloc's usable size is FastMM5's whatever the cache
  * holds (a block of a bigger bin would do, but would change it). */
@@ -418,8 +438,8 @@ bool fm_tcache_medium_put(void *p, size_t block_size)
     if (!FM_TCACHE_USABLE(tc) || !fm_tcache_medium_cacheable(block_size) || fm_os_limit() != 0)
         return false;
     unsigned b = fm_tcache_medium_bin_of(block_size);
-    if (tc->medium_bytes + block_size > FM_TCACHE_MEDIUM_BYTES) {
-        size_t target = FM_TCACHE_MEDIUM_BYTES / 2u;
+    if (tc->medium_bytes + block_size > tc->medium_budget && !widen_medium_if_busy(tc, block_size)) {
+        size_t target = tc->medium_budget / 2u;
         shrink_medium(tc, block_size < target ? target - block_size : 0);
     }
     fm_tcache_medium_push(tc, b, p, block_size);

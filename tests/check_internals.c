@@ -523,6 +523,10 @@ START_TEST(tcache_medium_overflow_keeps_small_blocks)
 {
     fm_tcache_t *tc = fm_tcache_start();
     ck_assert_ptr_nonnull(tc);
+    (void)fm_os_ticks(); /* where the threshold is set at the first reading */
+    uint32_t threshold = fm_os_ticks_per_50us;
+    fm_os_ticks_per_50us = 1; /* no overflow counts as soon after another: the budget stays */
+    tc->medium_budget = FM_TCACHE_MEDIUM_BYTES;
     size_t small_user = 3000, large_user = 12000;
     size_t small = fm_medium_round_request(small_user), large = fm_medium_round_request(large_user);
     unsigned nlarge = (unsigned)(FM_TCACHE_MEDIUM_BYTES / 4u * 3u / large);
@@ -557,6 +561,48 @@ START_TEST(tcache_medium_overflow_keeps_small_blocks)
         for (void *q = tc->medium[b]; q != NULL; q = *(void **)q)
             bytes += fm_medium_block_size(q);
     ck_assert_uint_eq(bytes, tc->medium_bytes);
+    fm_os_ticks_per_50us = threshold;
+    fastmm_process_pending_frees();
+}
+END_TEST
+
+/* Frees `n` medium blocks of `user` bytes each from an empty cache whose budget is the start
+ * one, every overflow counting as soon after the previous one when `busy` (the threshold at its
+ * top, as in tcache_busy_bin_widens) or never. */
+static void free_medium_blocks_overflowing(fm_tcache_t *tc, unsigned n, size_t user, bool busy)
+{
+    void *p[128];
+    ck_assert_uint_le(n, 128);
+    for (unsigned i = 0; i < n; i++)
+        ck_assert_ptr_nonnull(p[i] = fastmm_malloc(user));
+    fastmm_process_pending_frees(); /* this thread's cache empty */
+    ck_assert_uint_eq(tc->medium_bytes, 0);
+    tc->medium_budget = FM_TCACHE_MEDIUM_BYTES;
+    (void)fm_os_ticks();
+    uint32_t threshold = fm_os_ticks_per_50us;
+    fm_os_ticks_per_50us = busy ? UINT32_MAX : 1u;
+    for (unsigned i = 0; i < n; i++)
+        fastmm_free(p[i]);
+    fm_os_ticks_per_50us = threshold;
+}
+
+/* Guards the widening of a busy medium budget (tcache.c, widen_medium_if_busy): overflows soon
+ * after one another double it up to FM_TCACHE_MEDIUM_MAX_BYTES, and the cache then keeps more
+ * than the start budget; overflows far apart leave it where it started. A budget that never
+ * widened has a thread whose sizes spread over many bins miss the cache on most requests. */
+START_TEST(tcache_busy_medium_budget_widens)
+{
+    fm_tcache_t *tc = fm_tcache_start();
+    ck_assert_ptr_nonnull(tc);
+    size_t user = 12000, block = fm_medium_round_request(user);
+    unsigned n = (unsigned)(FM_TCACHE_MEDIUM_MAX_BYTES / block) + 8u; /* past the widest budget */
+    free_medium_blocks_overflowing(tc, n, user, true);
+    ck_assert_uint_eq(tc->medium_budget, FM_TCACHE_MEDIUM_MAX_BYTES);
+    ck_assert_uint_gt(tc->medium_bytes, FM_TCACHE_MEDIUM_BYTES);
+    ck_assert_uint_le(tc->medium_bytes, FM_TCACHE_MEDIUM_MAX_BYTES);
+    free_medium_blocks_overflowing(tc, n, user, false);
+    ck_assert_uint_eq(tc->medium_budget, FM_TCACHE_MEDIUM_BYTES);
+    ck_assert_uint_le(tc->medium_bytes, FM_TCACHE_MEDIUM_BYTES);
     fastmm_process_pending_frees();
 }
 END_TEST
@@ -788,6 +834,7 @@ int main(void)
     tcase_add_test(tc, tcache_medium_overflow_keeps_small_blocks);
     tcase_add_test(tc, tcache_bins_start_narrow);
     tcase_add_test(tc, tcache_busy_bin_widens);
+    tcase_add_test(tc, tcache_busy_medium_budget_widens);
     tcase_add_test(tc, small_block_index_exact);
     tcase_add_test(tc, small_span_heads);
     suite_add_tcase(s, tc);
