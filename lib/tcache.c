@@ -402,16 +402,20 @@ FM_INLINE void *medium_pop(fm_tcache_t *tc, unsigned b)
  * bin, so a thread whose medium sizes are spread over many bins (rptest: 8 to 16000 bytes)
  * misses a 256 KiB cache on most requests and pays for the arenas' search, split and merge;
  * a thread that frees medium blocks now and then keeps the narrow budget and its footprint.
- * Debug mode keeps the narrow budget: its blocks carry traces and guard bytes, and freed ones
- * held back from the arenas leave gaps that its aligned requests cannot use when the address
- * space runs out. Returns whether the block of block_size bytes now fits. */
+ * Debug mode goes back to the narrow budget at its first overflow and stays there: its blocks
+ * carry traces and guard bytes, and freed ones held back from the arenas leave gaps that its
+ * aligned requests cannot use when the address space runs out. Returns whether the block of
+ * block_size bytes now fits. */
 static bool widen_medium_if_busy(fm_tcache_t *tc, size_t block_size)
 {
     uint32_t now = (uint32_t)fm_os_ticks();
     uint32_t since = now - tc->medium_overflowed;
     tc->medium_overflowed = now;
-    if (since >= fm_os_ticks_per_50us || tc->medium_budget >= FM_TCACHE_MEDIUM_MAX_BYTES ||
-        fm_load_relaxed(&fm_debug_on))
+    if (fm_load_relaxed(&fm_debug_on)) {
+        tc->medium_budget = FM_TCACHE_MEDIUM_BYTES;
+        return false;
+    }
+    if (since >= fm_os_ticks_per_50us || tc->medium_budget >= FM_TCACHE_MEDIUM_MAX_BYTES)
         return false;
     tc->medium_budget *= 2u;
     return tc->medium_bytes + block_size <= tc->medium_budget;

@@ -566,10 +566,10 @@ START_TEST(tcache_medium_overflow_keeps_small_blocks)
 }
 END_TEST
 
-/* Frees `n` medium blocks of `user` bytes each from an empty cache whose budget is the start
- * one, every overflow counting as soon after the previous one when `busy` (the threshold at its
+/* Frees `n` medium blocks of `user` bytes each from an empty cache whose budget is `budget`,
+ * every overflow counting as soon after the previous one when `busy` (the threshold at its
  * top, as in tcache_busy_bin_widens) or never. */
-static void free_medium_blocks_overflowing(fm_tcache_t *tc, unsigned n, size_t user, bool busy)
+static void free_medium_blocks_overflowing(fm_tcache_t *tc, unsigned n, size_t user, size_t budget, bool busy)
 {
     void *p[128];
     ck_assert_uint_le(n, 128);
@@ -577,7 +577,7 @@ static void free_medium_blocks_overflowing(fm_tcache_t *tc, unsigned n, size_t u
         ck_assert_ptr_nonnull(p[i] = fastmm_malloc(user));
     fastmm_process_pending_frees(); /* this thread's cache empty */
     ck_assert_uint_eq(tc->medium_bytes, 0);
-    tc->medium_budget = FM_TCACHE_MEDIUM_BYTES;
+    tc->medium_budget = budget;
     (void)fm_os_ticks();
     uint32_t threshold = fm_os_ticks_per_50us;
     fm_os_ticks_per_50us = busy ? UINT32_MAX : 1u;
@@ -588,21 +588,30 @@ static void free_medium_blocks_overflowing(fm_tcache_t *tc, unsigned n, size_t u
 
 /* Guards the widening of a busy medium budget (tcache.c, widen_medium_if_busy): overflows soon
  * after one another double it up to FM_TCACHE_MEDIUM_MAX_BYTES, and the cache then keeps more
- * than the start budget; overflows far apart leave it where it started. A budget that never
- * widened has a thread whose sizes spread over many bins miss the cache on most requests. */
+ * than the start budget; overflows far apart leave it where it started, and debug mode takes a
+ * wide one back to the start. A budget that never widened has a thread whose sizes spread over
+ * many bins miss the cache on most requests; a wide one in debug mode left a forked child under
+ * RLIMIT_AS a fifth fewer aligned debug blocks the second time (check_exhaustion). */
 START_TEST(tcache_busy_medium_budget_widens)
 {
     fm_tcache_t *tc = fm_tcache_start();
     ck_assert_ptr_nonnull(tc);
     size_t user = 12000, block = fm_medium_round_request(user);
     unsigned n = (unsigned)(FM_TCACHE_MEDIUM_MAX_BYTES / block) + 8u; /* past the widest budget */
-    free_medium_blocks_overflowing(tc, n, user, true);
+    free_medium_blocks_overflowing(tc, n, user, FM_TCACHE_MEDIUM_BYTES, true);
     ck_assert_uint_eq(tc->medium_budget, FM_TCACHE_MEDIUM_MAX_BYTES);
     ck_assert_uint_gt(tc->medium_bytes, FM_TCACHE_MEDIUM_BYTES);
     ck_assert_uint_le(tc->medium_bytes, FM_TCACHE_MEDIUM_MAX_BYTES);
-    free_medium_blocks_overflowing(tc, n, user, false);
+    free_medium_blocks_overflowing(tc, n, user, FM_TCACHE_MEDIUM_BYTES, false);
     ck_assert_uint_eq(tc->medium_budget, FM_TCACHE_MEDIUM_BYTES);
     ck_assert_uint_le(tc->medium_bytes, FM_TCACHE_MEDIUM_BYTES);
+    fastmm_debug_enter();
+    free_medium_blocks_overflowing(tc, n, user, FM_TCACHE_MEDIUM_MAX_BYTES / 2u, true);
+    size_t budget = tc->medium_budget, bytes = tc->medium_bytes;
+    fastmm_process_pending_frees();
+    fastmm_debug_exit();
+    ck_assert_uint_eq(budget, FM_TCACHE_MEDIUM_BYTES);
+    ck_assert_uint_le(bytes, FM_TCACHE_MEDIUM_BYTES);
     fastmm_process_pending_frees();
 }
 END_TEST
