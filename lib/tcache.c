@@ -69,15 +69,22 @@ void fm_tcache_init(void)
     }
 }
 
+/* The busy rule of both parts of the cache: whether this event (an arena visit, an overflow)
+ * comes within about 50 microseconds of the previous one, whose time *last holds; records now. */
+static bool soon_after(uint32_t *last)
+{
+    uint32_t now = (uint32_t)fm_os_ticks();
+    uint32_t since = now - *last;
+    *last = now;
+    return since < fm_os_ticks_per_50us;
+}
+
 /* Called at each of bin c's arena visits: a visit soon after the previous one doubles the
  * bin's width (up to its class's widest), the room growing with it. */
 static void widen_if_busy(fm_tcache_t *tc, fm_tcache_bin_t *bin, unsigned c)
 {
-    uint32_t now = (uint32_t)fm_os_ticks();
-    uint32_t since = now - tc->visited[c];
-    tc->visited[c] = now;
     unsigned widest = fm_tcache_limits[c];
-    if (since >= fm_os_ticks_per_50us || bin->limit >= widest)
+    if (!soon_after(&tc->visited[c]) || bin->limit >= widest)
         return;
     unsigned wider = bin->limit * 2u < widest ? bin->limit * 2u : widest;
     bin->room += (int)(wider - bin->limit);
@@ -408,14 +415,12 @@ FM_INLINE void *medium_pop(fm_tcache_t *tc, unsigned b)
  * block_size bytes now fits. */
 static bool widen_medium_if_busy(fm_tcache_t *tc, size_t block_size)
 {
-    uint32_t now = (uint32_t)fm_os_ticks();
-    uint32_t since = now - tc->medium_overflowed;
-    tc->medium_overflowed = now;
+    bool soon = soon_after(&tc->medium_overflowed);
     if (fm_load_relaxed(&fm_debug_on)) {
         tc->medium_budget = FM_TCACHE_MEDIUM_BYTES;
         return false;
     }
-    if (since >= fm_os_ticks_per_50us || tc->medium_budget >= FM_TCACHE_MEDIUM_MAX_BYTES)
+    if (!soon || tc->medium_budget >= FM_TCACHE_MEDIUM_MAX_BYTES)
         return false;
     tc->medium_budget *= 2u;
     return tc->medium_bytes + block_size <= tc->medium_budget;

@@ -469,6 +469,17 @@ START_TEST(tcache_bins_start_narrow)
 }
 END_TEST
 
+/* Sets the busy rule's threshold (tcache.c, soon_after) and returns the one it replaces: at its
+ * top every visit or overflow counts as soon after the previous one, at 1 none does, so that a
+ * test does not depend on the machine's speed. */
+static uint32_t set_busy_threshold(uint32_t ticks)
+{
+    (void)fm_os_ticks(); /* where the threshold is set at the first reading */
+    uint32_t old = fm_os_ticks_per_50us;
+    fm_os_ticks_per_50us = ticks;
+    return old;
+}
+
 /* Guards the widening of a busy bin (tcache.c, widen_if_busy): a class's allocations and frees
  * bring its bin to the class's widest, with the stack as long as its count says. A bin that
  * never widened would visit the arenas every other block for a thread that uses a class
@@ -479,9 +490,7 @@ START_TEST(tcache_busy_bin_widens)
 {
     enum { N = 64 };
     void *p[N];
-    (void)fm_os_ticks(); /* where the threshold is set at the first reading */
-    uint32_t threshold = fm_os_ticks_per_50us;
-    fm_os_ticks_per_50us = UINT32_MAX;
+    uint32_t threshold = set_busy_threshold(UINT32_MAX);
     fm_tcache_t *tc = fm_tcache_start();
     ck_assert_ptr_nonnull(tc);
     unsigned c = fm_small_class_of(500);
@@ -523,9 +532,7 @@ START_TEST(tcache_medium_overflow_keeps_small_blocks)
 {
     fm_tcache_t *tc = fm_tcache_start();
     ck_assert_ptr_nonnull(tc);
-    (void)fm_os_ticks(); /* where the threshold is set at the first reading */
-    uint32_t threshold = fm_os_ticks_per_50us;
-    fm_os_ticks_per_50us = 1; /* no overflow counts as soon after another: the budget stays */
+    uint32_t threshold = set_busy_threshold(1); /* no overflow soon after another: the budget stays */
     tc->medium_budget = FM_TCACHE_MEDIUM_BYTES;
     size_t small_user = 3000, large_user = 12000;
     size_t small = fm_medium_round_request(small_user), large = fm_medium_round_request(large_user);
@@ -567,8 +574,7 @@ START_TEST(tcache_medium_overflow_keeps_small_blocks)
 END_TEST
 
 /* Frees `n` medium blocks of `user` bytes each from an empty cache whose budget is `budget`,
- * every overflow counting as soon after the previous one when `busy` (the threshold at its
- * top, as in tcache_busy_bin_widens) or never. */
+ * every overflow counting as soon after the previous one when `busy`, else none. */
 static void free_medium_blocks_overflowing(fm_tcache_t *tc, unsigned n, size_t user, size_t budget, bool busy)
 {
     void *p[128];
@@ -578,9 +584,7 @@ static void free_medium_blocks_overflowing(fm_tcache_t *tc, unsigned n, size_t u
     fastmm_process_pending_frees(); /* this thread's cache empty */
     ck_assert_uint_eq(tc->medium_bytes, 0);
     tc->medium_budget = budget;
-    (void)fm_os_ticks();
-    uint32_t threshold = fm_os_ticks_per_50us;
-    fm_os_ticks_per_50us = busy ? UINT32_MAX : 1u;
+    uint32_t threshold = set_busy_threshold(busy ? UINT32_MAX : 1u);
     for (unsigned i = 0; i < n; i++)
         fastmm_free(p[i]);
     fm_os_ticks_per_50us = threshold;
