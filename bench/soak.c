@@ -31,8 +31,10 @@
  * left, calls malloc_trim(0), and checks:
  *   1. no content, alignment, usable-size or allocation error;
  *   2. peak OS memory (libfastmm5's own high-water mark, malloc_info's "max", and the samples)
- *      <= the bound: live cap x 1.5 + 96 MiB in normal mode, three times that in debug mode
- *      (FASTMM5_DEBUG=1), or --max-os-mb; bench/README.md says how they were measured;
+ *      <= the bound: the heap (live cap x 1.5 + 48 MiB) plus libfastmm5's large-block budgets
+ *      (a third of the heap, at least 32 MiB, and 32 MiB) in normal mode, three times the heap
+ *      + 48 MiB in debug mode (FASTMM5_DEBUG=1), or --max-os-mb; bench/README.md says how they
+ *      were measured;
  *   3. OS memory after the trim <= OS memory at the start + 8 MiB, or + twice the live cap in
  *      debug mode with the never-free-small-spans option (the default: kept empty small spans
  *      pin the medium spans they sit in), or --final-tolerance-mb.
@@ -663,7 +665,8 @@ static void usage(FILE *f)
             "      --live-mb M            cap on the requested bytes of live blocks (default 64)\n"
             "      --report-every S       seconds between progress lines (default 1; 0: none)\n"
             "      --trim-every S         malloc_trim(0) while the workers run, every S seconds (default 5; 0: never)\n"
-            "      --max-os-mb M          peak OS memory bound (default: live x 1.5 + 96; debug mode: 3 times that)\n"
+            "      --max-os-mb M          peak OS memory bound (default: H = live x 1.5 + 48, plus H / 3 (at\n"
+            "                             least 32) + 32; debug mode: 3 x (H + 48))\n"
             "      --final-tolerance-mb M OS memory after the final trim may exceed the start by M (default 8;\n"
             "                             debug mode keeping empty small spans: twice the live cap)\n"
             "      --leak-test            self-test: forget freed blocks up to the bound (the memory checks must fail)\n"
@@ -757,10 +760,15 @@ int main(int argc, char **argv)
     /* The bounds (bench/README.md, "The soak test", says how they were measured). */
     bool debug = fastmm_debug_active();
     bool keeps_small_spans = debug && (fastmm_debug_options() & FASTMM_DEBUG_NEVER_FREE_SMALL_SPANS) != 0;
-    /* + 48 MiB: the freed large mappings libfastmm5 keeps for reuse (32) and the spare chunks
-     * reused ones may carry (16), its two budgets (lib/large.c) */
-    size_t normal_bound = opt.live_cap * 3 / 2 + 48 * MIB + 48 * MIB;
-    size_t bound = opt.max_os != 0 ? opt.max_os : debug ? 3 * normal_bound : normal_bound;
+    /* The heap: the live blocks with their slack (1.5 x the cap + 48 MiB). Beside it, in normal
+     * mode, libfastmm5's two large-block budgets (lib/large.c): the freed mappings it keeps for
+     * reuse, a third of the rest of its OS memory and at least 32 MiB, and the spare chunks a
+     * reused one may carry, 32 MiB. Debug mode keeps no freed mapping; its bound is three times
+     * the heap's with 48 MiB for the spares. */
+    size_t heap = opt.live_cap * 3 / 2 + 48 * MIB;
+    size_t kept = heap / 3 > 32 * MIB ? heap / 3 : 32 * MIB;
+    size_t normal_bound = heap + kept + 32 * MIB;
+    size_t bound = opt.max_os != 0 ? opt.max_os : debug ? 3 * (heap + 48 * MIB) : normal_bound;
     size_t tolerance = opt.final_tolerance != SIZE_MAX ? opt.final_tolerance
                        : keeps_small_spans             ? 2 * opt.live_cap
                                                        : 8 * MIB;
