@@ -10,7 +10,9 @@
  *
  * Retained mappings (not in FastMM5, which gives every freed large block back at once): the
  * last few freed mappings, up to 64 and a budget proportional to the heap (retain_budget), are kept, flagged FREE and still in the ownership
- * map, and the next large request that fits takes the smallest one. Its chunks beyond what a
+ * map, and the next large request that fits takes the smallest one, aligned requests too (the
+ * header moves to the mapping's start when it is kept, to before the aligned pointer when it is
+ * reused: move_header). Its chunks beyond what a
  * fresh mapping would have are kept as spare (spare_chunks): the usable size stays FastMM5's,
  * and a later realloc grows into them without a system call (and, where an earlier user wrote
  * them, without a page fault: those written spare pages stay while all live blocks' together
@@ -197,17 +199,35 @@ void fm_large_fit_kept_to_heap(void)
         unmap_block(evicted[i]);
 }
 
+/* A kept mapping has its header at its start; an aligned block's header is just before its
+ * aligned user pointer, in the mapping's first chunk. Moves h to `to` in the same mapping and
+ * points the ownership map there. The old place's flag word is cleared: a stale pointer to it
+ * decodes as no block. */
+static fm_large_header_t *move_header(fm_large_header_t *h, void *to)
+{
+    if ((void *)h == to)
+        return h;
+    fm_large_header_t *moved = to; /* 64-byte aligned and distinct from h: no overlap */
+    fm_track_internal(moved, sizeof *moved); /* under memcheck: a freed user's bytes before */
+    *moved = *h;
+    /* the mapping is registered, so the map's leaves exist: this cannot fail */
+    fm_pagemap_register(moved->map_base, moved->map_size, moved, FM_REGION_LARGE);
+    fm_store_relaxed(&h->flags, (uint16_t)0);
+    return moved;
+}
+
 /* Gives a freed block's mapping back, or keeps it; the oldest kept ones make room. */
 static void release(fm_large_header_t *h)
 {
     /* its user may have written up to the end of the block, not into the spare chunks */
     size_t used = h->map_size - ((size_t)h->spare_chunks << 16);
     drop_spare(h, 0);
-    if ((void *)h != h->map_base || h->map_size > RETAIN_MAX_BYTES / 2 || fm_load_relaxed(&fm_debug_on) || fm_os_limit() != 0 ||
+    if (h->map_size > RETAIN_MAX_BYTES / 2 || fm_load_relaxed(&fm_debug_on) || fm_os_limit() != 0 ||
         fm_load_relaxed(&fm_options.strategy) == FM_STRATEGY_LOW_MEMORY || (fm_load_relaxed(&h->flags) & FM_FLAG_DEBUG_INFO)) {
         unmap_block(h);
         return;
     }
+    h = move_header(h, h->map_base);
     /* In a heap big enough that the kept mappings' budget is above its floor, they hold a bounded
      * share of it whichever of their pages are resident, and a trim here only makes the next
      * user fault the pages in again (malloc-large: 943 madvise calls for 2000 frees). */
@@ -273,17 +293,32 @@ static void drop_spare(fm_large_header_t *h, size_t keep)
     h->spare_chunks = (uint32_t)(keep >> 16);
 }
 
-/* The smallest kept mapping of at least map_size bytes, taken out; NULL if none. */
-static fm_large_header_t *take_retained(size_t map_size)
+/* Where the header of a block aligned to `alignment` (0: unaligned) goes in a mapping at base:
+ * 64 bytes before the first aligned address at least 64 bytes in. Mappings start at a chunk
+ * boundary, so this is `alignment` - 64 bytes in for alignments up to a chunk. */
+static size_t header_offset(uintptr_t base, size_t alignment)
+{
+    size_t lead = alignment > FM_LARGE_HEADER ? fm_align_up(base + FM_LARGE_HEADER, alignment) - base : FM_LARGE_HEADER;
+    return lead - FM_LARGE_HEADER;
+}
+
+/* The smallest kept mapping that holds a block of `size` bytes aligned to `alignment`, taken out
+ * with its header in place; NULL if none. What earlier users wrote before an aligned block's
+ * header (less than its alignment) stays resident while the block lives. */
+static fm_large_header_t *take_retained(size_t size, size_t alignment)
 {
     if (fm_load_relaxed(&retained_count) == 0)
         return NULL;
+    size_t bytes = FM_LARGE_HEADER + (size != 0 ? size : 1);
     fm_lock_wait(&retain_lock);
     count_thread_locked();
     unsigned best = RETAIN_COUNT;
-    for (unsigned i = 0; i < retained_count; i++)
-        if (retained_size[i] >= map_size && (best == RETAIN_COUNT || retained_size[i] < retained_size[best]))
+    for (unsigned i = 0; i < retained_count; i++) {
+        /* a kept mapping's header is at its start: retained[i] is its base */
+        size_t need = fm_align_up(header_offset((uintptr_t)retained[i], alignment) + bytes, FM_LARGE_GRANULARITY);
+        if (retained_size[i] >= need && (best == RETAIN_COUNT || retained_size[i] < retained_size[best]))
             best = i;
+    }
     fm_large_header_t *h = NULL;
     if (best != RETAIN_COUNT) {
         h = retained[best];
@@ -297,6 +332,10 @@ static fm_large_header_t *take_retained(size_t map_size)
     fm_lock_release(&retain_lock);
     if (h == NULL)
         return NULL;
+    size_t offset = header_offset((uintptr_t)h->map_base, alignment);
+    h = move_header(h, (char *)h->map_base + offset);
+    /* what a fresh mapping for the block is once its unused chunks are given back */
+    size_t map_size = fm_align_up(offset + bytes, FM_LARGE_GRANULARITY);
     /* Beyond the block: spare chunks. Where earlier users wrote them, they count in the budget;
      * over it, those pages go back now and the mapping stays whole (cutting it to the block's
      * size would make the kept mappings ever smaller: sweep-large at 2 threads then makes
@@ -385,22 +424,21 @@ bool fm_large_drain_all(void)
 }
 
 /* Maps a block with its user pointer aligned to `alignment` (64 is free: the header is 64 bytes
- * at a chunk boundary); larger alignments map extra room and give back the unused chunks. */
+ * at a chunk boundary), from a kept mapping if one fits; larger alignments map extra room and
+ * give back the unused chunks. */
 static fm_large_header_t *map_block(size_t size, size_t alignment)
 {
     size_t extra = alignment > FM_LARGE_HEADER ? alignment : 0;
     if (size > (size_t)PTRDIFF_MAX - FM_LARGE_HEADER - extra - FM_LARGE_GRANULARITY)
         return NULL;
-    size_t map_size = fm_align_up(size + FM_LARGE_HEADER + extra, FM_LARGE_GRANULARITY);
-    if (extra == 0) {
-        fm_large_header_t *h = take_retained(map_size);
-        if (h != NULL) {
-            h->user_size = size;
-            h->recycled = 1;
-            fm_store_relaxed(&h->flags, (uint16_t)FM_FLAG_LARGE);
-            return h;
-        }
+    fm_large_header_t *h = take_retained(size, alignment);
+    if (h != NULL) {
+        h->user_size = size;
+        h->recycled = 1;
+        fm_store_relaxed(&h->flags, (uint16_t)FM_FLAG_LARGE);
+        return h;
     }
+    size_t map_size = fm_align_up(size + FM_LARGE_HEADER + extra, FM_LARGE_GRANULARITY);
     char *base = fm_os_map(map_size);
     if (base == NULL && fm_large_release_retained())
         base = fm_os_map(map_size);
@@ -414,7 +452,7 @@ static fm_large_header_t *map_block(size_t size, size_t alignment)
         fm_os_unmap(base, (size_t)(front - base));
     if (end < base + map_size)
         fm_os_unmap(end, (size_t)(base + map_size - end));
-    fm_large_header_t *h = fm_large_header_of(user);
+    h = fm_large_header_of(user);
     h->map_base = front;
     h->map_size = (size_t)(end - front);
     h->user_size = size;

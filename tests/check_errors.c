@@ -474,6 +474,39 @@ START_TEST(test_double_free_of_kept_block)
 }
 END_TEST
 
+/* Guards an aligned large block on a kept mapping, whose header moves to the mapping's start when
+ * it is kept and back before the aligned pointer when it is reused: a second free of the freed
+ * block, and a free of its stale pointer once the mapping serves an unaligned block from its
+ * start, are reported as INVALID_POINTER naming it; the live block stays intact and is kept
+ * once. */
+START_TEST(test_stale_free_of_kept_aligned_block)
+{
+    const size_t n = (size_t)1 << 20;
+    malloc_trim(0); /* no mapping kept by earlier tests may be the better fit */
+    unsigned char *p = aligned_alloc(4096, n);
+    ck_assert_ptr_nonnull(p);
+    free(launder_ptr(p));
+    ev_reset();
+    free(launder_ptr(p));
+    assert_event(1, p, "free", "large, 4096-aligned (retained mapping)");
+    REQUIRE(strcasestr(ev_last_text(), "already freed") != NULL, "the report does not say already freed: \"%.300s\"",
+            ev_last_text());
+    unsigned char *q = malloc(n); /* the same mapping, its block at the start */
+    REQUIRE(q != NULL && q < p && p < q + n, "the kept mapping of %p did not serve malloc (got %p): the test no longer "
+            "covers a stale pointer into a reused mapping", (void *)p, (void *)q);
+    memset(q, 0x3c, n);
+    free(launder_ptr(p));
+    assert_event(2, p, "free", "stale 4096-aligned pointer inside a live block");
+    for (size_t i = 0; i < n; i++)
+        REQUIRE(q[i] == 0x3c, "the live block %p changed at byte %zu", (void *)q, i);
+    unsigned char *r = malloc(n);
+    REQUIRE(r != q, "a live block's mapping was handed out again (%p)", (void *)r);
+    free(q);
+    free(r);
+    REQUIRE((int)evn() == 2, "%d events after the valid calls", (int)evn());
+}
+END_TEST
+
 /* Guards free's inline small-block check (block.h, fm_block_small_live_flags), which reads a flag
  * word only where it lies in the pointer's own 64 KiB chunk: a small block that starts a chunk
  * takes the full decoding instead. It is freed there (no event), and a second free of it is
@@ -858,6 +891,7 @@ Suite *suite_errors(void)
     tcase_add_checked_fixture(tc, continue_setup, continue_teardown);
     tcase_add_loop_test(tc, test_invalid_pointer_continue, 0, BAD_KIND_COUNT);
     tcase_add_loop_test(tc, test_double_free_of_kept_block, 0, (int)(sizeof kept_sizes / sizeof kept_sizes[0]));
+    tcase_add_test(tc, test_stale_free_of_kept_aligned_block);
     tcase_add_test(tc, test_chunk_start_small_block);
     tcase_add_test(tc, test_calloc_zeroes_retained_mapping);
     tcase_add_test(tc, test_retained_mappings_released);

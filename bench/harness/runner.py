@@ -283,6 +283,8 @@ def build_workloads(bins, tools, workdir):
          "size sweep over the medium class (2623..558904 B), ring of 32 live blocks per thread"),
         ("sweep-large", ["sweep", "large"], 10_000, 100,
          "size sweep over the large class (558905 B..4 MiB), ring of 4 live blocks per thread"),
+        ("sweep-large-aligned", ["sweep", "large-aligned"], 10_000, 100,
+         "the large sweep with page-aligned blocks (posix_memalign(4096, size)), ring of 4 per thread"),
         ("mix", ["mix"], 1_000_000, 5_000,
          "random sizes skewed small, allocations and frees interleaved, ~4096 live blocks per thread"),
         ("prodcons", ["prodcons"], 1_000_000, 10_000,

@@ -1,21 +1,23 @@
 /*
- * sweep small|medium|large THREADS ITERS
+ * sweep small|medium|large|large-aligned THREADS ITERS
  *
  * Size sweep across one of FastMM5's block classes (the boundaries are FastMM5's on 64-bit):
- *   small   1 .. 2622 bytes          ring of 256 live blocks per thread
- *   medium  2623 .. 558904 bytes     ring of 32 live blocks per thread
- *   large   558905 .. 4 MiB          ring of 4 live blocks per thread
+ *   small          1 .. 2622 bytes          ring of 256 live blocks per thread
+ *   medium         2623 .. 558904 bytes     ring of 32 live blocks per thread
+ *   large          558905 .. 4 MiB          ring of 4 live blocks per thread
+ *   large-aligned  the same, page-aligned:  posix_memalign(4096), as for O_DIRECT buffers
  * Each thread walks the range with a fixed stride coprime to its length, so every size (and
  * therefore every size class) is visited; every step frees the oldest block of the ring and
  * allocates the next size in its place, writing its first and last byte. ITERS steps per thread.
  */
 #include "common.h"
 
-struct range { const char *name; uint64_t lo, hi; unsigned ring; };
+struct range { const char *name; uint64_t lo, hi; unsigned ring; size_t align; };
 static const struct range g_ranges[] = {
-    {"small", 1, 2622, 256},
-    {"medium", 2623, 558904, 32},
-    {"large", 558905, 4u << 20, 4},
+    {"small", 1, 2622, 256, 0},
+    {"medium", 2623, 558904, 32, 0},
+    {"large", 558905, 4u << 20, 4, 0},
+    {"large-aligned", 558905, 4u << 20, 4, 4096},
 };
 static const struct range *g_r;
 
@@ -37,7 +39,11 @@ static void *worker(void *arg)
         }
         k = (k + stride) % span;
         size_t size = (size_t)(g_r->lo + k);
-        unsigned char *p = malloc(size);
+        unsigned char *p;
+        if (g_r->align == 0)
+            p = malloc(size);
+        else if (posix_memalign((void **)&p, g_r->align, size) != 0)
+            p = NULL;
         if (__builtin_expect(!p, 0))
             xmalloc_fail(size);
         p[0] = (unsigned char)size;
@@ -56,12 +62,12 @@ static void *worker(void *arg)
 int main(int argc, char **argv)
 {
     if (argc != 4)
-        die("usage: sweep small|medium|large THREADS ITERS");
+        die("usage: sweep small|medium|large|large-aligned THREADS ITERS");
     for (size_t i = 0; i < sizeof g_ranges / sizeof g_ranges[0]; i++)
         if (strcmp(argv[1], g_ranges[i].name) == 0)
             g_r = &g_ranges[i];
     if (!g_r)
-        die("class must be small, medium or large");
+        die("class must be small, medium, large or large-aligned");
     int n = arg_threads(argv[2]);
     uint64_t iters = arg_u64(argv[3], "iterations");
 
