@@ -94,18 +94,24 @@ void fm_free_classified(void *p, fm_block_ref_t ref)
  * FastMM5: a write after free is caught at the next allocation of that size. Taking a freed
  * debug block from the cache vets it (tcache.c), as taking one from an arena does. The callers
  * have started the heap (fm_ensure_init), as for every function here. */
+/* A medium block of a bin size: this thread's cache first, then the arenas. */
+FM_INLINE void *alloc_medium(size_t block)
+{
+    void *p = fm_tcache_medium_take(block);
+    if (p == NULL)
+        p = fm_medium_alloc(block, false);
+    if (FM_UNLIKELY(p == NULL) && (fm_tcache_medium_release() | fm_tcache_release_kept()))
+        p = fm_medium_alloc(block, false); /* the cached blocks may merge into what it needs */
+    return p;
+}
+
 void *fm_alloc(size_t size)
 {
     void *p;
     if (FM_LIKELY(size <= FM_SMALL_MAX_USER)) {
         p = fm_tcache_refill(fm_small_class_of(size));
     } else if (size <= FM_MEDIUM_MAX_USER) {
-        size_t block = fm_medium_round_request(size);
-        p = fm_tcache_medium_take(block);
-        if (p == NULL)
-            p = fm_medium_alloc(block, false);
-        if (FM_UNLIKELY(p == NULL) && (fm_tcache_medium_release() | fm_tcache_release_kept()))
-            p = fm_medium_alloc(block, false); /* the cached blocks may merge into what it needs */
+        p = alloc_medium(fm_medium_round_request(size));
     } else if (size <= (size_t)PTRDIFF_MAX) {
         p = fm_large_alloc(size, 0);
     } else {
@@ -143,10 +149,13 @@ void *fm_alloc_aligned_untracked(size_t alignment, size_t size)
     else if (alignment <= 64 && size <= FM_SMALL_MAX_USER)
         p = alloc_small_aligned(size, alignment);
     else if (alignment <= 64 && size <= FM_MEDIUM_MAX_USER)
-        p = fm_medium_alloc(fm_medium_round_request(size), false); /* medium blocks are 64-aligned */
-    else if (size <= FM_MEDIUM_MAX_USER && fm_medium_round_request(size) + alignment <= FM_MEDIUM_MAX_BLOCK)
-        p = fm_medium_alloc_aligned(fm_medium_round_request(size), alignment);
-    else
+        p = alloc_medium(fm_medium_round_request(size)); /* medium blocks are 64-aligned */
+    else if (size <= FM_MEDIUM_MAX_USER && fm_medium_round_request(size) + alignment <= FM_MEDIUM_MAX_BLOCK) {
+        size_t block = fm_medium_round_request(size);
+        p = fm_tcache_medium_take_aligned(block, alignment);
+        if (p == NULL)
+            p = fm_medium_alloc_aligned(block, alignment);
+    } else
         p = fm_large_alloc(size, alignment);
     if (p == NULL) {
         fm_os_grant_grace();

@@ -328,6 +328,7 @@ void fm_tcache_flush_current(void);
 void fm_tcache_fork_lock(void);
 void fm_tcache_fork_unlock(void);
 void *fm_tcache_medium_take(size_t block_size);       /* NULL: not cached */
+void *fm_tcache_medium_take_aligned(size_t block_size, size_t alignment); /* the same, aligned */
 bool fm_tcache_medium_put(void *p, size_t block_size); /* p flagged FREE; false: not taken */
 bool fm_tcache_small_put(void *p, unsigned class_index); /* p flagged FREE; false: no cache */
 bool fm_tcache_medium_release(void);                  /* this thread's medium blocks to the arenas */

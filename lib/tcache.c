@@ -439,6 +439,26 @@ void *fm_tcache_medium_take(size_t block_size)
     return medium_pop(tc, fm_tcache_medium_bin_of(block_size)); /* a bin size: its own bin */
 }
 
+/* The same for a request aligned above 64 bytes: the bin's top block if it starts at the
+ * alignment (the stack is LIFO, so a program that frees and allocates aligned blocks of one size
+ * gets its block back), else NULL. */
+void *fm_tcache_medium_take_aligned(size_t block_size, size_t alignment)
+{
+    fm_tcache_t *tc = fm_tcache_current;
+    if (FM_UNLIKELY(tc == TC_NONE))
+        tc = create();
+    if (!FM_TCACHE_USABLE(tc) || block_size >= FM_TCACHE_MEDIUM_BLOCK_END)
+        return NULL;
+    unsigned b = fm_tcache_medium_bin_of(block_size);
+    void *p = medium_pop(tc, b);
+    if (p != NULL && ((uintptr_t)p & (alignment - 1)) != 0) { /* back on top, still free */
+        fm_flags_set(p, fm_flags_get(p) | FM_FLAG_FREE);
+        fm_tcache_medium_push(tc, b, p, fm_medium_block_size(p));
+        p = NULL;
+    }
+    return p;
+}
+
 /* Keeps a freed plain medium block (already flagged FREE) of a cached bin size
  * (fm_tcache_medium_cacheable) for this thread's next request of its bin. Over the byte budget,
  * blocks of the largest bins go back until half of it is free (all of them, for a block bigger

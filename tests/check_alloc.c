@@ -389,6 +389,57 @@ START_TEST(test_aligned_alloc_all)
 }
 END_TEST
 
+/* Guards aligned medium requests and this thread's cache (dispatch.c, tcache.c): an aligned block
+ * freed into the cache is what the next aligned request of its size and alignment gets back
+ * (64: every medium block is 64-aligned; 256 and 4096: the bin's top block if it is aligned),
+ * aligned and with the usable size of a fresh one; a cached block that is not aligned is not
+ * handed out. Without the cache, each such request took an arena lock and split a bigger block
+ * (a loop of aligned_alloc(4096, 4 KiB..28 KiB): 12x slower). */
+START_TEST(test_aligned_medium_from_thread_cache)
+{
+    static const size_t aligns[] = {64, 256, 4096};
+    const size_t n = 8000;
+    for (size_t i = 0; i < sizeof aligns / sizeof aligns[0]; i++) {
+        size_t align = aligns[i];
+        unsigned char *p = aligned_alloc(align, n);
+        ck_assert_ptr_nonnull(p);
+        ck_assert_uint_eq((uintptr_t)p & (align - 1), 0);
+        size_t u = fastmm_usable_size(p);
+        free(launder_ptr(p));
+        unsigned char *q = aligned_alloc(align, n);
+        ck_assert_msg(q == p, "align %zu: the block freed into this thread's cache (%p) was not reused (got %p)", align,
+                      (void *)p, (void *)q);
+        ck_assert_uint_eq(fastmm_usable_size(q), u);
+        q = claim_usable(q, &u);
+        fill_pattern(q, u, (uint32_t)align);
+        ck_assert_uint_eq(check_pattern(q, u, (uint32_t)align), SIZE_MAX);
+        free(q);
+    }
+    /* a cached block of the bin that is not 4096-aligned stays cached */
+    unsigned char *a = NULL, *keep[64];
+    int nk = 0;
+    while (nk < 64 && a == NULL) {
+        unsigned char *b = malloc(n);
+        ck_assert_ptr_nonnull(b);
+        if (((uintptr_t)b & 4095u) != 0)
+            a = b;
+        else
+            keep[nk++] = b;
+    }
+    ck_assert_ptr_nonnull(a);
+    free(launder_ptr(a));
+    unsigned char *q = aligned_alloc(4096, n);
+    ck_assert_ptr_nonnull(q);
+    ck_assert_msg(((uintptr_t)q & 4095u) == 0 && q != a, "aligned_alloc(4096) got %p, the cached block %p", (void *)q,
+                  (void *)a);
+    ck_assert_ptr_eq(malloc(n), a); /* still this thread's cached block */
+    free(a);
+    free(q);
+    for (int i = 0; i < nk; i++)
+        free(keep[i]);
+}
+END_TEST
+
 /* Guards aligned large blocks on kept mappings (lib/large.c): a freed large block's mapping,
  * kept for reuse, serves an aligned request of 128 B to 2 MiB alignment without a new mapping
  * (aligned, usable and writable through), and once that block is freed the mapping serves the
@@ -557,6 +608,7 @@ Suite *suite_alloc(void)
     tcase_add_test(tc, test_aligned_alloc_all);
     tcase_add_test(tc, test_aligned_alloc_small_alignments);
     tcase_add_test(tc, test_aligned_large_from_kept_mapping);
+    tcase_add_test(tc, test_aligned_medium_from_thread_cache);
     tcase_add_test(tc, test_valloc_pvalloc);
     suite_add_tcase(s, tc);
 

@@ -247,6 +247,10 @@ def build_workloads(bins, tools, workdir):
                           lambda w, s=s: [b("allocfree"), str(s), str(w)], ops, ops // 1000,
                           f"one {s}-byte block allocated and freed repeatedly (ops = malloc+free pairs)",
                           quick=s in (64, 65536)))
+    for s, ops in ((8192, 10_000_000), (1 << 20, 1_000_000)):
+        W.append(Workload(f"allocfree-aligned-{size_name(s)}", "micro",
+                          lambda w, s=s: [b("allocfree"), str(s), str(w), "4096"], ops, ops // 1000,
+                          f"one {s}-byte block allocated through posix_memalign(4096) and freed repeatedly"))
     for name, mode, a, bb, full, qwork, quick, desc in [
         ("realloc-inplace-64-63", "alt", 64, 63, 10_000_000, 10_000, True,
          "in-place small resize: realloc 64 -> 63 -> 64 bytes, alternating"),
