@@ -50,7 +50,7 @@ static FM_NOINLINE void *malloc_full(size_t size)
 /* The common case in a few instructions: a block from this thread's cache. Nothing here calls a
  * function except in tail position, so the compiler needs no stack frame (a memcheck call
  * inline here costs two saved registers and a frame on every call). */
-FM_EXPORT void *fastmm_malloc(size_t size)
+FM_EXPORT FM_ENTRY_ALIGNED void *fastmm_malloc(size_t size)
 {
     void *b = fm_malloc_cached(size);
     if (FM_LIKELY(b != NULL))
@@ -192,7 +192,7 @@ static FM_NOINLINE void free_full(void *p)
  * no stack frame (a call in the middle, such as a memcheck notification, would make gcc save six
  * registers on every free). Everything else continues in free_full.
  */
-FM_EXPORT void fastmm_free(void *p)
+FM_EXPORT FM_ENTRY_ALIGNED void fastmm_free(void *p)
 {
     fm_tcache_t *tc = fm_tcache_current;
     if (FM_LIKELY((uintptr_t)tc > fm_load_relaxed(&fm_fast_free_above))) { /* usable; not erase-freed, memcheck */
