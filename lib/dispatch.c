@@ -89,11 +89,6 @@ void fm_free_classified(void *p, fm_block_ref_t ref)
 
 /* ---- allocation ---- */
 
-/* Small and medium blocks come from this thread's cache first. Debug blocks are freed into it
- * too (debug.c), and its stacks are LIFO, so a freed debug block is the first one reused, as in
- * FastMM5: a write after free is caught at the next allocation of that size. Taking a freed
- * debug block from the cache vets it (tcache.c), as taking one from an arena does. The callers
- * have started the heap (fm_ensure_init), as for every function here. */
 /* A medium block of a bin size: this thread's cache first, then the arenas. */
 FM_INLINE void *alloc_medium(size_t block)
 {
@@ -105,6 +100,11 @@ FM_INLINE void *alloc_medium(size_t block)
     return p;
 }
 
+/* Small and medium blocks come from this thread's cache first. Debug blocks are freed into it
+ * too (debug.c), and its stacks are LIFO, so a freed debug block is the first one reused, as in
+ * FastMM5: a write after free is caught at the next allocation of that size. Taking a freed
+ * debug block from the cache vets it (tcache.c), as taking one from an arena does. The callers
+ * have started the heap (fm_ensure_init), as for every function here. */
 void *fm_alloc(size_t size)
 {
     void *p;
