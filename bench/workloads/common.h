@@ -78,6 +78,15 @@ static BENCH_UNUSED void *xmalloc_fail(size_t n)
     die("allocation of %zu bytes failed", n);
 }
 
+/* malloc(size), or posix_memalign(align, size) for a non-zero align; NULL if refused. */
+static BENCH_UNUSED void *alloc_maybe_aligned(size_t size, size_t align)
+{
+    void *p = NULL;
+    if (align == 0)
+        return malloc(size);
+    return posix_memalign(&p, align, size) == 0 ? p : NULL;
+}
+
 /* Parses a non-negative integer; accepts k/K, m/M suffixes (x1000, x1000000) for counts. */
 static BENCH_UNUSED uint64_t arg_u64(const char *s, const char *what)
 {

@@ -39,11 +39,7 @@ static void *worker(void *arg)
         }
         k = (k + stride) % span;
         size_t size = (size_t)(g_r->lo + k);
-        unsigned char *p;
-        if (g_r->align == 0)
-            p = malloc(size);
-        else if (posix_memalign((void **)&p, g_r->align, size) != 0)
-            p = NULL;
+        unsigned char *p = alloc_maybe_aligned(size, g_r->align);
         if (__builtin_expect(!p, 0))
             xmalloc_fail(size);
         p[0] = (unsigned char)size;
