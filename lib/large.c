@@ -444,7 +444,7 @@ static fm_large_header_t *map_block(size_t size, size_t alignment)
         base = fm_os_map(map_size);
     if (base == NULL)
         return NULL;
-    char *user = (char *)fm_align_up((uintptr_t)base + FM_LARGE_HEADER, alignment > 64 ? alignment : 64);
+    char *user = base + header_offset((uintptr_t)base, alignment) + FM_LARGE_HEADER;
     char *front = (char *)fm_align_down((uintptr_t)user - FM_LARGE_HEADER, FM_OS_CHUNK);
     /* the chunk holding the user pointer must stay mapped even for a zero-byte request */
     char *end = (char *)fm_align_up((uintptr_t)user + (size != 0 ? size : 1), FM_OS_CHUNK);

@@ -426,17 +426,21 @@ static bool widen_medium_if_busy(fm_tcache_t *tc, size_t block_size)
     return tc->medium_bytes + block_size <= tc->medium_budget;
 }
 
+/* This thread's cache (made now for a thread whose first request is a medium one) if it keeps
+ * blocks of block_size (a bin size), else NULL. */
+static fm_tcache_t *medium_cache_for(size_t block_size)
+{
+    fm_tcache_t *tc = fm_tcache_start();
+    return tc != NULL && block_size < FM_TCACHE_MEDIUM_BLOCK_END ? tc : NULL;
+}
+
 /* A block for a request rounded to block_size (a bin size), from this thread's stack for that
  * bin: its blocks are all that size, so malloc's usable size is FastMM5's whatever the cache
  * holds (a block of a bigger bin would do, but would change it). */
 void *fm_tcache_medium_take(size_t block_size)
 {
-    fm_tcache_t *tc = fm_tcache_current;
-    if (FM_UNLIKELY(tc == TC_NONE))
-        tc = create(); /* a thread whose first request is a medium one */
-    if (!FM_TCACHE_USABLE(tc) || block_size >= FM_TCACHE_MEDIUM_BLOCK_END)
-        return NULL;
-    return medium_pop(tc, fm_tcache_medium_bin_of(block_size)); /* a bin size: its own bin */
+    fm_tcache_t *tc = medium_cache_for(block_size);
+    return tc != NULL ? medium_pop(tc, fm_tcache_medium_bin_of(block_size)) : NULL; /* its own bin */
 }
 
 /* The same for a request aligned above 64 bytes: the bin's top block if it starts at the
@@ -444,10 +448,8 @@ void *fm_tcache_medium_take(size_t block_size)
  * gets its block back), else NULL. */
 void *fm_tcache_medium_take_aligned(size_t block_size, size_t alignment)
 {
-    fm_tcache_t *tc = fm_tcache_current;
-    if (FM_UNLIKELY(tc == TC_NONE))
-        tc = create();
-    if (!FM_TCACHE_USABLE(tc) || block_size >= FM_TCACHE_MEDIUM_BLOCK_END)
+    fm_tcache_t *tc = medium_cache_for(block_size);
+    if (tc == NULL)
         return NULL;
     unsigned b = fm_tcache_medium_bin_of(block_size);
     void *p = medium_pop(tc, b);
