@@ -122,6 +122,12 @@ def find_peer(soname):
     return None
 
 
+def selects(name, row):
+    """Whether --rows' entry `name` selects `row`: its row name, or its program's name (all of that
+    program's rows: mleak selects mleak10 and mleak100, larson its thread counts, not larson-sized)."""
+    return name in (row[0], row[1])
+
+
 def build(mb, out, wanted):
     bench = os.path.join(mb, "bench")
     bindir = os.path.join(out, "bin")
@@ -174,7 +180,7 @@ def main(argv):
     ap.add_argument("--out", default=None)
     ap.add_argument("--pairs", type=int, default=9)
     ap.add_argument("--warmups", type=int, default=1)
-    ap.add_argument("--rows", default="", help="comma-separated row names or prefixes")
+    ap.add_argument("--rows", default="", help="comma-separated row or program names (a program: all its rows)")
     ap.add_argument("--peers", default="fastmm5,jemalloc,tcmalloc,mimalloc")
     ap.add_argument("--threads", default="1,2,4")
     ap.add_argument("--extra", action="append", default=[], help="NAME=SO: one more preload candidate")
@@ -203,8 +209,9 @@ def main(argv):
         variants.append((n, {"LD_PRELOAD": os.path.abspath(so)}))
 
     wanted = [w for w in a.rows.split(",") if w]
-    table = [r for r in rows([int(t) for t in a.threads.split(",")])
-             if not wanted or any(r[0] == w or r[0].startswith(w + "-t") for w in wanted)]
+    table = [r for r in rows([int(t) for t in a.threads.split(",")]) if not wanted or any(selects(w, r) for w in wanted)]
+    if not table:
+        ap.error("--rows %s selects no row (rows: %s)" % (a.rows, ", ".join(r[0] for r in rows([1, 2, 4]))))
     bindir, launch = build(a.mb, out, {r[1] for r in table})
     results = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "pairs": a.pairs,
                "variants": {n: e for n, e in variants}, "rows": {}}
