@@ -302,20 +302,17 @@ FM_EXPORT void *fastmm_calloc(size_t count, size_t size)
 }
 
 /*
- * The in-place fast path (a 64 -> 63 byte resize, say): a live plain small block whose new
- * size keeps it in place under FastMM5's policy (no growth past its class, no shrink below a
- * quarter, realloc.c) comes straight back, after free()'s exact inline check (fm_block_small_live);
- * so does a live plain medium block resized in place. Everything else (growth, a moving shrink,
- * large blocks, debug mode, memcheck, bad pointers, size 0) continues out of line, with the
- * classification already done where the inline check made it.
+ * realloc's inline paths, after free()'s exact inline checks: a live plain small block whose new
+ * size keeps it in place under FastMM5's policy (fm_small_resize_stays) comes straight back,
+ * and one that moves takes its new block from this thread's cache and goes into the cache
+ * itself, as malloc and free would take and put them; a live plain medium or large block
+ * resized in place (down to half its size, or up to what it holds) comes straight back. The
+ * rest (a move the cache cannot serve, growth of medium and large blocks, debug mode and the
+ * modes that turn the caches' paths off, memcheck, bad pointers, size 0) continues out of line,
+ * with the classification already done where the inline check made it.
  */
 /* realloc's continuations, out of line so that each is a tail call with its arguments in
  * registers (a fm_block_ref_t is passed in memory): fastmm_realloc then needs no stack frame. */
-static FM_NOINLINE void *realloc_small(void *p, fm_small_span_t *s, size_t size)
-{
-    return fm_realloc_classified(p, (fm_block_ref_t){FM_BLOCK_SMALL, s, NULL}, size);
-}
-
 static FM_NOINLINE void *realloc_medium(void *p, fm_medium_span_t *ms, size_t size)
 {
     return fm_realloc_classified(p, (fm_block_ref_t){FM_BLOCK_MEDIUM, ms, NULL}, size);
@@ -326,6 +323,27 @@ static FM_NOINLINE void *realloc_full(void *p, size_t size)
     return fm_realloc_classified(p, fm_block_classify(p), size);
 }
 
+/* A live plain small block that realloc's inline check found, and did not leave in place. If it
+ * moves, both blocks go through this thread's cache as malloc and free take and put them (the
+ * new block from it, the old one into it), where the cache has a block and its paths are on (not
+ * in debug mode, the erase modes or under memcheck); everything else through realloc.c.
+ * flags: the old block's flag word as the check read it. */
+static FM_NOINLINE void *realloc_small(void *p, fm_small_span_t *s, unsigned flags, size_t size)
+{
+    fm_tcache_t *tc = fm_tcache_current;
+    size_t old = fm_small_usable(s);
+    if (size != 0 && !fm_small_resize_stays(old, size) && (uintptr_t)tc > fm_load_relaxed(&fm_fast_alloc_above) &&
+        (uintptr_t)tc > fm_load_relaxed(&fm_fast_free_above)) {
+        void *q = fm_cache_take(tc, fm_small_move_request(old, size), false);
+        if (q != NULL) {
+            memcpy(q, p, size < old ? size : old);
+            cache_put(tc, p, s, flags, 0, false);
+            return q;
+        }
+    }
+    return fm_realloc_classified(p, (fm_block_ref_t){FM_BLOCK_SMALL, s, NULL}, size);
+}
+
 FM_EXPORT void *fastmm_realloc(void *p, size_t size)
 {
     if (FM_UNLIKELY(p == NULL))
@@ -333,12 +351,12 @@ FM_EXPORT void *fastmm_realloc(void *p, size_t size)
     uintptr_t entry = fm_pagemap_lookup(p);
     if (FM_LIKELY((entry & FM_REGION_TYPE_MASK) == FM_REGION_MEDIUM_SPAN && !fm_track_on)) {
         fm_medium_span_t *ms = (fm_medium_span_t *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK);
-        fm_small_span_t *s = fm_block_small_live(p, ms);
+        uint16_t flags;
+        fm_small_span_t *s = fm_block_small_live_flags(p, ms, &flags);
         if (FM_LIKELY(s != NULL)) {
-            size_t old = fm_small_usable(s);
-            if (size - 1 < old && size * 4 + FM_SMALL_DOWNSIZE_ADDER >= old && !fm_load_relaxed(&fm_debug_on))
+            if (fm_small_resize_stays(fm_small_usable(s), size) && !fm_load_relaxed(&fm_debug_on))
                 return p;
-            return realloc_small(p, s, size);
+            return realloc_small(p, s, flags, size);
         }
         /* The same for a live plain medium block that stays in place (realloc.c: down to half
          * its size): a string grown by small appends through the medium range (growth-string)
@@ -348,6 +366,15 @@ FM_EXPORT void *fastmm_realloc(void *p, size_t size)
             if (size <= old && size >= old / 2 && !fm_load_relaxed(&fm_debug_on))
                 return p;
             return realloc_medium(p, ms, size);
+        }
+    } else if ((entry & FM_REGION_TYPE_MASK) == FM_REGION_LARGE && !fm_track_on) {
+        fm_large_header_t *h = (fm_large_header_t *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK);
+        if (fm_block_large_live(p, h) && !fm_load_relaxed(&fm_debug_on)) {
+            size_t old = fm_large_usable(h);
+            if (size - 1 < old && size >= old / 2) { /* realloc.c's resize_large in place */
+                h->user_size = size;
+                return p;
+            }
         }
     }
     return realloc_full(p, size);

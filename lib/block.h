@@ -11,6 +11,7 @@
  * The decoders, from the cheapest:
  *   fm_block_small_live, fm_block_medium_live  free()'s frameless path: a live plain block of a
  *       medium span, or "don't know" (the full decoding then finds the right report)
+ *   fm_block_large_live  realloc's in-place path: a live plain large block
  *   fm_block_medium, fm_block_small, fm_block_large  one kind, in any state, for the full decoding
  *   fm_block_small_span  a live small span (damaged.c, which cannot trust the flag word)
  *   fm_block_decode  the full decoding of any pointer: its reference, or why it is none
@@ -196,6 +197,12 @@ FM_INLINE const fm_small_span_t *fm_block_small_span(const void *block, const fm
 FM_INLINE bool fm_block_large(const void *p, const fm_large_header_t *h)
 {
     return (const char *)p == (const char *)h + FM_LARGE_HEADER && (h->flags & FM_FLAG_LARGE) != 0;
+}
+
+/* A live plain large block with header h (the pagemap's owner of p's chunk). */
+FM_INLINE bool fm_block_large_live(const void *p, const fm_large_header_t *h)
+{
+    return (const char *)p == (const char *)h + FM_LARGE_HEADER && fm_flags_get(p) == FM_FLAG_LARGE;
 }
 
 /* ---- any block ---- */

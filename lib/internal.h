@@ -637,8 +637,18 @@ bool fm_leak_suppressed(const uintptr_t *trace, unsigned depth); /* some frame m
 /* ---- realloc.c ---- */
 void *fm_realloc(void *p, size_t size);
 FM_NOINLINE void *fm_realloc_classified(void *p, fm_block_ref_t ref, size_t size);
-/* FastMM5's small-block shrink policy: in place while 4 * new + 64 >= old (realloc.c, api.c). */
-#define FM_SMALL_DOWNSIZE_ADDER 64u
+/* FastMM5's small-block resize policy (realloc.c, and realloc's inline path in api.c): a block of
+ * `old` usable bytes asked for `size` stays in place while 0 < size <= old and 4 * size + 64 >=
+ * old; else it moves to a block for fm_small_move_request bytes: size when shrinking,
+ * max(2 * old + 32, size) when growing, so that repeated appends move rarely. */
+FM_INLINE bool fm_small_resize_stays(size_t old, size_t size)
+{
+    return size - 1 < old && size * 4 + 64u >= old;
+}
+FM_INLINE size_t fm_small_move_request(size_t old, size_t size)
+{
+    return size <= old || 2 * old + 32u <= size ? size : 2 * old + 32u;
+}
 
 /* ---- usage.c ---- */
 void fm_usage_collect(fm_usage_detail_t *d);

@@ -15,9 +15,6 @@
 #include <errno.h>
 #include <string.h>
 
-#define SMALL_DOWNSIZE_ADDER FM_SMALL_DOWNSIZE_ADDER
-#define SMALL_UPSIZE_ADDER 32u
-
 /* request: the size asked of the allocator (inflated on growth); size: what the caller asked. */
 static void *move_block(void *p, fm_block_ref_t ref, size_t request, size_t copy, size_t size)
 {
@@ -45,13 +42,9 @@ static void *in_place(void *p, fm_block_ref_t ref, size_t size)
 static void *resize_small(void *p, fm_block_ref_t ref, size_t size)
 {
     size_t old = fm_block_usable(p, ref);
-    if (size <= old) {
-        if (size * 4 + SMALL_DOWNSIZE_ADDER >= old)
-            return in_place(p, ref, size);
-        return move_block(p, ref, size, size, size);
-    }
-    size_t target = 2 * old + SMALL_UPSIZE_ADDER;
-    return move_block(p, ref, target > size ? target : size, old, size);
+    if (fm_small_resize_stays(old, size))
+        return in_place(p, ref, size);
+    return move_block(p, ref, fm_small_move_request(old, size), size < old ? size : old, size);
 }
 
 static void *resize_medium(void *p, fm_block_ref_t ref, size_t size)

@@ -993,15 +993,17 @@ END_TEST
  * -> large -> small) stays a debug block (usable size == request, contents kept), an overrun of a
  * debug block is still reported after debug mode ended, freeing it in normal mode leaves the
  * freed image, a double free of it is reported; a normal block reallocated in debug mode
- * becomes a debug block with its contents; a normal block freed in debug mode is freed silently;
+ * becomes a debug block with its contents, also where normal mode would resize it in place; a normal block freed in debug mode is freed silently;
  * blocks allocated after the mode ends are normal again. */
 START_TEST(test_blocks_cross_mode_changes)
 {
     uintptr_t marker;
     ck_assert(!fastmm_debug_active());
-    unsigned char *n1 = xmalloc(100), *n2 = xmalloc(3000);
+    unsigned char *n1 = xmalloc(100), *n2 = xmalloc(3000), *r1 = xmalloc(100), *r2 = xmalloc(MIB);
     fill_pattern(n1, 100, 1);
     fill_pattern(n2, 3000, 2);
+    fill_pattern(r1, 100, 6);
+    fill_pattern(r2, MIB, 7);
     REQUIRE(fastmm_usable_size(n1) == fm_expected_usable(100), "normal block usable %zu", fastmm_usable_size(n1));
 
     ck_assert(fastmm_debug_enter());
@@ -1017,6 +1019,18 @@ START_TEST(test_blocks_cross_mode_changes)
             n1 ? fastmm_usable_size(n1) : 0);
     REQUIRE(check_pattern(n1, 100, 1) == SIZE_MAX, "normal -> debug realloc lost the contents");
     free(n2); /* a normal block freed in debug mode */
+    /* normal blocks resized where normal mode keeps them in place (a small one by a little, a
+     * large one to more than half): debug blocks of exactly the new size, contents kept */
+    r1 = launder_ptr(realloc(r1, 90));
+    r2 = launder_ptr(realloc(r2, 700000));
+    REQUIRE(r1 != NULL && fastmm_usable_size(r1) == 90, "normal 100-byte block resized to 90 in debug mode: usable %zu",
+            r1 ? fastmm_usable_size(r1) : 0);
+    REQUIRE(r2 != NULL && fastmm_usable_size(r2) == 700000,
+            "normal 1 MiB block resized to 700000 in debug mode: usable %zu", r2 ? fastmm_usable_size(r2) : 0);
+    REQUIRE(check_pattern(r1, 90, 6) == SIZE_MAX && check_pattern(r2, 700000, 7) == SIZE_MAX,
+            "normal -> debug in-place resizes lost the contents");
+    free(r1);
+    free(r2);
     expect_no_event(before, "normal blocks handled in debug mode");
     ck_assert(fastmm_debug_exit());
     ck_assert(!fastmm_debug_active());
@@ -1459,6 +1473,16 @@ START_TEST(test_erase_modes)
     TEST_MAKE_DEFINED(q, u);
     for (size_t i = 16; i < u; i++)
         REQUIRE(q[i] == 0x80, "erase-freed: byte %zu of a freed block is %#x", i, q[i]);
+    /* a small block realloc moves (grown past its class): the old one is erased as free() would */
+    unsigned char *m = malloc(40);
+    m = claim_usable(m, &u);
+    memset(m, 0x33, u);
+    unsigned char *grown = realloc(m, 1000);
+    REQUIRE(grown != NULL && grown != m, "realloc 40 -> 1000 did not move (%p -> %p)", (void *)m, (void *)grown);
+    TEST_MAKE_DEFINED(m, u);
+    for (size_t i = 16; i < u; i++)
+        REQUIRE(m[i] == 0x80, "erase-freed: byte %zu of a block realloc moved from is %#x", i, m[i]);
+    free(grown);
     ck_assert(fastmm_erase_freed_end());
     ck_assert(!fastmm_erase_freed_active());
     unsigned char *r = malloc(200);

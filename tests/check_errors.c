@@ -541,6 +541,44 @@ START_TEST(test_chunk_start_small_block)
 }
 END_TEST
 
+/* A small block's moves by realloc (grow, and a shrink below a quarter): old size, new size. */
+static const size_t moved_sizes[][2] = {{62, 200}, {254, 30}};
+
+/* Guards realloc's move of a small block through this thread's cache (api.c): the new block is
+ * the one the cache held for its size, the contents move with it, and the old block is freed
+ * into the cache as free() would: freeing it again is reported as INVALID_POINTER ("already
+ * freed"), and it is kept once: the next allocation of its size gets it back, the one after
+ * that a different block. */
+START_TEST(test_double_free_after_cached_move)
+{
+    size_t from = moved_sizes[_i][0], to = moved_sizes[_i][1];
+    size_t request = to <= from ? to : 2 * from + 32 > to ? 2 * from + 32 : to; /* FastMM5's policy (check_realloc) */
+    void *cached = malloc(request);
+    ck_assert_ptr_nonnull(cached);
+    free(launder_ptr(cached)); /* now on top of this thread's cache for the new block's class */
+    unsigned char *p = malloc(from);
+    ck_assert_ptr_nonnull(p);
+    memset(p, 0x5a, from);
+    unsigned char *q = realloc(launder_ptr(p), to);
+    REQUIRE(q == cached, "realloc %zu -> %zu returned %p, not the cached block %p: the test no longer covers a move "
+            "through the cache", from, to, (void *)q, cached);
+    for (size_t i = 0; i < (from < to ? from : to); i++)
+        REQUIRE(q[i] == 0x5a, "realloc %zu -> %zu lost byte %zu", from, to, i);
+    ev_reset();
+    free(launder_ptr(p));
+    assert_event(1, p, "free", "small, moved by realloc");
+    REQUIRE(strcasestr(ev_last_text(), "already freed") != NULL, "the report does not say already freed: \"%.300s\"",
+            ev_last_text());
+    void *again = malloc(from), *other = malloc(from);
+    REQUIRE(again == p, "the block realloc moved from (%p) was not in this thread's cache (got %p)", (void *)p, again);
+    REQUIRE(other != again, "a double-freed block was kept twice and handed out twice (%p)", other);
+    free(again);
+    free(other);
+    free(q);
+    REQUIRE((int)evn() == 1, "%d events after the valid calls", (int)evn());
+}
+END_TEST
+
 /* Guards calloc on a retained large mapping: it is zeroed although it is not fresh from mmap. */
 START_TEST(test_calloc_zeroes_retained_mapping)
 {
@@ -893,6 +931,7 @@ Suite *suite_errors(void)
     tcase_add_loop_test(tc, test_double_free_of_kept_block, 0, (int)(sizeof kept_sizes / sizeof kept_sizes[0]));
     tcase_add_test(tc, test_stale_free_of_kept_aligned_block);
     tcase_add_test(tc, test_chunk_start_small_block);
+    tcase_add_loop_test(tc, test_double_free_after_cached_move, 0, (int)(sizeof moved_sizes / sizeof moved_sizes[0]));
     tcase_add_test(tc, test_calloc_zeroes_retained_mapping);
     tcase_add_test(tc, test_retained_mappings_released);
     tcase_add_test(tc, test_unfed_block_refused);
