@@ -363,7 +363,7 @@ FM_EXPORT void *fastmm_realloc(void *p, size_t size)
          * spent 30% of its time classifying the block again and measuring it. */
         if (fm_block_medium_live(p, ms)) {
             size_t old = fm_medium_block_size(p) - FM_MEDIUM_HEADER;
-            if (size <= old && size >= old / 2 && !fm_load_relaxed(&fm_debug_on))
+            if (fm_resize_stays_within_half(old, size) && !fm_load_relaxed(&fm_debug_on))
                 return p;
             return realloc_medium(p, ms, size);
         }
@@ -371,7 +371,7 @@ FM_EXPORT void *fastmm_realloc(void *p, size_t size)
         fm_large_header_t *h = (fm_large_header_t *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK);
         if (fm_block_large_live(p, h) && !fm_load_relaxed(&fm_debug_on)) {
             size_t old = fm_large_usable(h);
-            if (size - 1 < old && size >= old / 2) { /* realloc.c's resize_large in place */
+            if (fm_resize_stays_within_half(old, size)) { /* realloc.c's resize_large in place */
                 h->user_size = size;
                 return p;
             }

@@ -649,6 +649,12 @@ FM_INLINE size_t fm_small_move_request(size_t old, size_t size)
 {
     return size <= old || 2 * old + 32u <= size ? size : 2 * old + 32u;
 }
+/* Its rule for medium and large blocks (realloc.c, api.c): a block of `old` usable bytes stays in
+ * place for a size from half of that up to all of it. */
+FM_INLINE bool fm_resize_stays_within_half(size_t old, size_t size)
+{
+    return size <= old && size >= old / 2;
+}
 
 /* ---- usage.c ---- */
 void fm_usage_collect(fm_usage_detail_t *d);

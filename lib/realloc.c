@@ -60,7 +60,7 @@ static void *resize_medium(void *p, fm_block_ref_t ref, size_t size)
         }
         return move_block(p, ref, target, old, size);
     }
-    if (size >= old / 2)
+    if (fm_resize_stays_within_half(old, size))
         return in_place(p, ref, size);
     if (size >= FM_MEDIUM_INPLACE_DOWNSIZE_LIMIT) {
         size_t keep = size < FM_MEDIUM_MIN_BLOCK - FM_MEDIUM_HEADER ? FM_MEDIUM_MIN_BLOCK - FM_MEDIUM_HEADER : size;
@@ -92,7 +92,7 @@ static void *resize_large(void *p, fm_block_ref_t ref, size_t size)
         fm_large_header_of(q)->user_size = size;
         return q;
     }
-    if (size >= old / 2) {
+    if (fm_resize_stays_within_half(old, size)) {
         h->user_size = size;
         return in_place(p, ref, size);
     }

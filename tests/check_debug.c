@@ -993,8 +993,9 @@ END_TEST
  * -> large -> small) stays a debug block (usable size == request, contents kept), an overrun of a
  * debug block is still reported after debug mode ended, freeing it in normal mode leaves the
  * freed image, a double free of it is reported; a normal block reallocated in debug mode
- * becomes a debug block with its contents, also where normal mode would resize it in place; a normal block freed in debug mode is freed silently;
- * blocks allocated after the mode ends are normal again. */
+ * becomes a debug block with its contents, also where normal mode would resize it in place; a
+ * normal block freed in debug mode is freed silently; blocks allocated after the mode ends are
+ * normal again. */
 START_TEST(test_blocks_cross_mode_changes)
 {
     uintptr_t marker;
