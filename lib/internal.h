@@ -271,6 +271,8 @@ extern bool fm_small_keep_empty_spans;
  * overflow (tcache.c); over it the largest blocks go back */
 #define FM_TCACHE_MEDIUM_BYTES ((size_t)256 << 10)
 #define FM_TCACHE_MEDIUM_MAX_BYTES ((size_t)1 << 20)
+/* A medium request may take a cached block this many bytes bigger than its bin size (tcache.c). */
+#define FM_TCACHE_MEDIUM_SLACK(block_size) ((block_size) / 8u)
 #define FM_TCACHE_MEDIUM_MAX_USER (FM_MEDIUM_MIN_BLOCK + (FM_TCACHE_MEDIUM_BINS - 1u) * 256u - FM_MEDIUM_HEADER)
 /* The bin of fm_medium_round_request(size) for FM_SMALL_MAX_USER < size <= FM_TCACHE_MEDIUM_MAX_USER
  * (medium bins are 256 bytes apart up to 101184): the one whose size is the block's, rounded up. */
@@ -289,9 +291,10 @@ FM_INLINE unsigned fm_tcache_medium_bin_of(size_t block)
 }
 /* Whether the thread cache keeps a freed medium block of `block` bytes: a bin size below
  * FM_TCACHE_MEDIUM_BLOCK_END. A block between two bin sizes (shrunk or grown in place by realloc)
- * goes to the arenas, whose allocation cuts it to the request's bin: from the cache it would
- * serve a request of the bin below with a usable size bigger than FastMM5's. One rotation
- * tests both: the offset's low 8 bits, when set, become its top ones. */
+ * goes to the arenas, whose allocation cuts it to the next request's bin: the cache's stacks
+ * hold bin sizes only, so the bin a request takes a block from bounds the block's size
+ * (FM_TCACHE_MEDIUM_SLACK). One rotation tests both: the offset's low 8 bits, when set, become
+ * its top ones. */
 FM_INLINE bool fm_tcache_medium_cacheable(size_t block)
 {
     size_t offset = block - FM_MEDIUM_MIN_BLOCK; /* unsigned: below the minimum, huge */

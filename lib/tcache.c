@@ -8,7 +8,7 @@
  * their work, unchanged.
  *
  * Medium blocks up to 68416 bytes are cached the same way, one stack per medium bin (a request
- * is rounded to a bin size, so a block freed from bin b serves the next request for bin b),
+ * is rounded to a bin size; it takes a block of its bin, or of a bin at most an eighth above it),
  * within a budget of 256 KiB per thread that doubles up to 1 MiB while it overflows often: a
  * medium allocation and free otherwise pay for the bin search, the split and the merge with
  * the neighbours every time. Over the budget the largest
@@ -114,7 +114,7 @@ FM_INLINE void map_clear(fm_tcache_t *tc, unsigned b)
 
 /* Medium blocks go back one by one (fm_medium_free merges each with its free neighbours), those
  * of the largest bins first, until at most `keep` bytes stay cached. The largest go first because
- * a request finds a block only in its own bin: for the same bytes, more
+ * a request finds a block only in its own bin or the few above it: for the same bytes, more
  * and smaller blocks meet more requests. */
 static void shrink_medium(fm_tcache_t *tc, size_t keep)
 {
@@ -406,8 +406,9 @@ FM_INLINE void *medium_pop(fm_tcache_t *tc, unsigned b)
 
 /* Called at each overflow of the medium part: one soon after the previous one doubles the
  * budget (up to FM_TCACHE_MEDIUM_MAX_BYTES). A request finds a block only in its own 256-byte
- * bin, so a thread whose medium sizes are spread over many bins (rptest: 8 to 16000 bytes)
- * misses a 256 KiB cache on most requests and pays for the arenas' search, split and merge;
+ * bin or the few above it, so a thread whose medium sizes are spread over many bins (rptest: 8
+ * to 16000 bytes) misses a small cache on many requests and pays for the arenas' search, split
+ * and merge;
  * a thread that frees medium blocks now and then keeps the narrow budget and its footprint.
  * Debug mode goes back to the narrow budget at its first overflow and stays there: its blocks
  * carry traces and guard bytes, and freed ones held back from the arenas leave gaps that its
@@ -434,13 +435,40 @@ static fm_tcache_t *medium_cache_for(size_t block_size)
     return tc != NULL && block_size < FM_TCACHE_MEDIUM_BLOCK_END ? tc : NULL;
 }
 
-/* A block for a request rounded to block_size (a bin size), from this thread's stack for that
- * bin: its blocks are all that size, so malloc's usable size is FastMM5's whatever the cache
- * holds (a block of a bigger bin would do, but would change it). */
+/* The lowest bin in b .. last that holds a block (its bit set in medium_map), or last + 1. */
+FM_INLINE unsigned next_mapped_bin(const fm_tcache_t *tc, unsigned b, unsigned last)
+{
+    while (b <= last) {
+        uint64_t bits = tc->medium_map[b >> 6] >> (b & 63u);
+        if (bits != 0)
+            return b + (unsigned)__builtin_ctzll(bits);
+        b = (b | 63u) + 1u;
+    }
+    return b;
+}
+
+/* A block for a request rounded to block_size (a bin size): the top of this thread's stack for
+ * that bin, else of the nearest bin above it whose blocks are at most FM_TCACHE_MEDIUM_SLACK
+ * bigger. Requests of random medium sizes (a server's buffers) rarely meet a block of their own
+ * 256-byte bin in a cache of a few dozen blocks, and an arena visit (lock, bin search, split, and
+ * the merge when the block comes back) costs several times the cache's path; a block up to an
+ * eighth bigger, as a size-class allocator's classes are spaced, meets most of them. Its usable
+ * size is then the block's, bigger than FastMM5's for the request. */
 void *fm_tcache_medium_take(size_t block_size)
 {
     fm_tcache_t *tc = medium_cache_for(block_size);
-    return tc != NULL ? medium_pop(tc, fm_tcache_medium_bin_of(block_size)) : NULL; /* its own bin */
+    if (tc == NULL)
+        return NULL;
+    unsigned b = fm_tcache_medium_bin_of(block_size);
+    size_t last = fm_tcache_medium_bin_of(block_size + FM_TCACHE_MEDIUM_SLACK(block_size));
+    if (last >= FM_TCACHE_MEDIUM_BINS)
+        last = FM_TCACHE_MEDIUM_BINS - 1u;
+    for (unsigned n = next_mapped_bin(tc, b, (unsigned)last); n <= last; n = next_mapped_bin(tc, n + 1u, (unsigned)last)) {
+        void *p = medium_pop(tc, n);
+        if (p != NULL)
+            return p;
+    }
+    return NULL;
 }
 
 /* The same for a request aligned above 64 bytes: the bin's top block if it starts at the

@@ -70,6 +70,7 @@ static void own_alloc(int per_kind)
 {
     static const size_t base[3] = {24, 9000, 700000};
     own_count = 0;
+    fastmm_process_pending_frees(); /* FastMM5's usable sizes: no bigger cached medium block taken */
     for (int k = 0; k < 3; k++)
         for (int i = 0; i < per_kind && own_count < OWN_MAX; i++) {
             size_t n = base[k] + (size_t)i * (k == 0 ? 40 : k == 1 ? 4100 : 70000);
