@@ -460,10 +460,10 @@ void *fm_tcache_medium_take(size_t block_size)
     if (tc == NULL)
         return NULL;
     unsigned b = fm_tcache_medium_bin_of(block_size);
-    size_t last = fm_tcache_medium_bin_of(block_size + FM_TCACHE_MEDIUM_SLACK(block_size));
+    unsigned last = fm_tcache_medium_bin_of(block_size + FM_TCACHE_MEDIUM_SLACK(block_size));
     if (last >= FM_TCACHE_MEDIUM_BINS)
         last = FM_TCACHE_MEDIUM_BINS - 1u;
-    for (unsigned n = next_mapped_bin(tc, b, (unsigned)last); n <= last; n = next_mapped_bin(tc, n + 1u, (unsigned)last)) {
+    for (unsigned n = next_mapped_bin(tc, b, last); n <= last; n = next_mapped_bin(tc, n + 1u, last)) {
         void *p = medium_pop(tc, n);
         if (p != NULL)
             return p;
