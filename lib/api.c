@@ -192,27 +192,39 @@ static FM_NOINLINE void free_full(void *p)
  * no stack frame (a call in the middle, such as a memcheck notification, would make gcc save six
  * registers on every free). Everything else continues in free_full.
  */
-FM_EXPORT FM_ENTRY_ALIGNED void fastmm_free(void *p)
+static FM_NOINLINE void deferred_not_plain(fm_tcache_t *tc, void *p, uintptr_t span, uint64_t word);
+
+/* free_checked's work once the ownership map was read: span is p's entry less
+ * FM_REGION_MEDIUM_SPAN, whose type bits are 0 only if the entry names a medium span.
+ * deferred: p comes from the pending slot, span as deferred_span holds it (a sized delete's
+ * mark in its type bits). */
+FM_INLINE void free_in_span(fm_tcache_t *tc, void *p, uintptr_t span, bool deferred)
 {
-    fm_tcache_t *tc = fm_tcache_current;
-    if (FM_LIKELY((uintptr_t)tc > fm_load_relaxed(&fm_fast_free_above))) { /* usable; not erase-freed, memcheck */
-        /* the entry less its type: the span's address if the entry names a medium span, else a
-         * number whose type bits are not 0 (an empty entry too) */
-        uintptr_t span = fm_pagemap_lookup(p) - FM_REGION_MEDIUM_SPAN;
-        if (FM_LIKELY((span & FM_REGION_TYPE_MASK) == 0)) {
-            const fm_medium_span_t *ms = (const fm_medium_span_t *)span;
-            uint16_t flags;
-            fm_small_span_t *s = fm_block_small_live_flags(p, ms, &flags);
-            if (FM_LIKELY(s != NULL)) {
-                cache_put(tc, p, s, flags, 0, false);
-                return;
-            }
-            size_t block = cacheable_medium_block(p, ms, tc);
-            if (block != 0) {
-                cache_put(tc, p, NULL, 0, block, false);
-                return;
-            }
+    if (FM_LIKELY((span & FM_REGION_TYPE_MASK) == 0)) {
+        const fm_medium_span_t *ms = (const fm_medium_span_t *)span;
+        uint16_t flags;
+        fm_small_span_t *s = fm_block_small_live_flags(p, ms, &flags);
+        if (FM_LIKELY(s != NULL)) {
+            cache_put(tc, p, s, flags, 0, false);
+            return;
         }
+        size_t block = cacheable_medium_block(p, ms, tc);
+        if (block != 0) {
+            cache_put(tc, p, NULL, 0, block, false);
+            return;
+        }
+    }
+    if (deferred) /* the slot's word is p's: only a sized delete writes it */
+        deferred_not_plain(tc, p, span, tc->deferred_word);
+    else
+        free_full(p);
+}
+
+static FM_NOINLINE void free_checked(fm_tcache_t *tc, void *p)
+{
+    if (FM_LIKELY((uintptr_t)tc > fm_load_relaxed(&fm_fast_free_above))) { /* usable; not erase-freed, memcheck */
+        free_in_span(tc, p, fm_pagemap_lookup(p) - FM_REGION_MEDIUM_SPAN, false);
+        return;
     }
     free_full(p);
 }
@@ -236,29 +248,27 @@ FM_INLINE bool delete_fits(const void *p, size_t size, size_t alignment, unsigne
     return size <= block - FM_MEDIUM_HEADER && (alignment != 0 || size > FM_SMALL_MAX_USER);
 }
 
-/* Every C++ operator delete (operators.c): free()'s frameless path with delete_fits on the way;
+/* Every C++ operator delete's checks (operators.c): free_checked's with delete_fits on the way;
  * everything else, debug blocks included (they record which family allocated them), goes to
  * fm_delete_slow. */
-FM_INLINE void delete_block(void *p, size_t size, size_t alignment, unsigned how)
+/* delete_checked's work once the ownership map was read (span: as in free_in_span). */
+FM_INLINE void delete_in_span(fm_tcache_t *tc, void *p, uintptr_t span, size_t size, size_t alignment,
+                              unsigned how)
 {
-    fm_tcache_t *tc = fm_tcache_current;
-    if (FM_LIKELY((uintptr_t)tc > fm_load_relaxed(&fm_fast_free_above))) { /* as in fastmm_free */
-        uintptr_t span = fm_pagemap_lookup(p) - FM_REGION_MEDIUM_SPAN; /* as in fastmm_free */
-        if (FM_LIKELY((span & FM_REGION_TYPE_MASK) == 0)) {
-            const fm_medium_span_t *ms = (const fm_medium_span_t *)span;
-            uint16_t flags;
-            fm_small_span_t *s = fm_block_small_live_flags(p, ms, &flags);
-            if (FM_LIKELY(s != NULL)) {
-                if (FM_LIKELY(delete_fits(p, size, alignment, how, s, 0))) {
-                    cache_put(tc, p, s, flags, 0, false);
-                    return;
-                }
-            } else {
-                size_t block = cacheable_medium_block(p, ms, tc);
-                if (block != 0 && delete_fits(p, size, alignment, how, NULL, block)) {
-                    cache_put(tc, p, NULL, 0, block, false);
-                    return;
-                }
+    if (FM_LIKELY((span & FM_REGION_TYPE_MASK) == 0)) {
+        const fm_medium_span_t *ms = (const fm_medium_span_t *)span;
+        uint16_t flags;
+        fm_small_span_t *s = fm_block_small_live_flags(p, ms, &flags);
+        if (FM_LIKELY(s != NULL)) {
+            if (FM_LIKELY(delete_fits(p, size, alignment, how, s, 0))) {
+                cache_put(tc, p, s, flags, 0, false);
+                return;
+            }
+        } else {
+            size_t block = cacheable_medium_block(p, ms, tc);
+            if (block != 0 && delete_fits(p, size, alignment, how, NULL, block)) {
+                cache_put(tc, p, NULL, 0, block, false);
+                return;
             }
         }
     }
@@ -266,18 +276,149 @@ FM_INLINE void delete_block(void *p, size_t size, size_t alignment, unsigned how
         fm_delete_slow(p, size, alignment, how);
 }
 
-void fm_delete(void *p, size_t size, size_t alignment, unsigned how) { delete_block(p, size, alignment, how); }
+static FM_NOINLINE void delete_checked(fm_tcache_t *tc, void *p, size_t size, size_t alignment, unsigned how)
+{
+    if (FM_LIKELY((uintptr_t)tc > fm_load_relaxed(&fm_fast_free_above))) { /* as in free_checked */
+        delete_in_span(tc, p, fm_pagemap_lookup(p) - FM_REGION_MEDIUM_SPAN, size, alignment, how);
+        return;
+    }
+    if (p != NULL)
+        fm_delete_slow(p, size, alignment, how);
+}
+
+/* ---- deferred checks ----
+ * A program often frees a block it has not touched for a while, whose line has left the cache;
+ * free's checks start by reading the block's flag word, and everything after waits on that miss.
+ * So free() and the C++ deletes without an alignment leave their block in this thread's
+ * cache's pending slot, ask for its line, and check the block the previous call left there,
+ * whose line has come in meanwhile. A block is then reused, and a bad free reported, one call
+ * later: at the thread's next free or delete, or when upkeep (fastmm_process_pending_frees,
+ * malloc_trim) or its exit flushes the cache; a report still names the block, and the program
+ * still aborts. Only a pointer into a medium span waits (one the ownership map does not know is
+ * reported at once), and none while a program refuses bad calls one by one or watches events,
+ * nor under debug mode, erase-freed or memcheck (fm_defer_free_above: FM_DEFER_OFF_*). */
+
+/* The block that waited in the pending slot, with its deferred_span and deferred_word, when it
+ * is not a plain block free's checks take into the cache: a sized delete's, or anything else. */
+static FM_NOINLINE void deferred_not_plain(fm_tcache_t *tc, void *p, uintptr_t span, uint64_t word)
+{
+    fm_checking_deferred = true; /* a report says the call it shows is a later one */
+    if ((span & FM_REGION_TYPE_MASK) == FM_DEFER_SIZED_DELETE)
+        delete_in_span(tc, p, span - FM_DEFER_SIZED_DELETE, (size_t)(word & (((uint64_t)1 << FM_DEFER_HOW_SHIFT) - 1u)),
+                       0, (unsigned)(word >> FM_DEFER_HOW_SHIFT));
+    else
+        free_full(p);
+    fm_checking_deferred = false;
+}
+
+/* The same checks with the slot's word given (a sized delete has written its own over it). */
+static FM_NOINLINE void check_deferred_word(fm_tcache_t *tc, void *q, uintptr_t q_span, uint64_t q_word)
+{
+    if ((q_span & FM_REGION_TYPE_MASK) == 0)
+        free_in_span(tc, q, q_span, true);
+    else
+        deferred_not_plain(tc, q, q_span, q_word);
+}
+
+/* The deferred free or delete of this thread's cache tc (usable), checked now. */
+static void check_deferred(fm_tcache_t *tc)
+{
+    void *q = tc->deferred;
+    if (q == NULL)
+        return;
+    uintptr_t span = tc->deferred_span;
+    tc->deferred = NULL;
+    tc->deferred_span = FM_DEFER_NO_SPAN;
+    check_deferred_word(tc, q, span, tc->deferred_word);
+}
+
+void fm_free_deferred_now(void)
+{
+    fm_tcache_t *tc = fm_tcache_current;
+    if (FM_TCACHE_USABLE(tc))
+        check_deferred(tc);
+}
+
+/* A free that does not wait: the deferred one first, so that blocks are checked in order. */
+static FM_NOINLINE void free_now(fm_tcache_t *tc, void *p)
+{
+    if (FM_TCACHE_USABLE(tc))
+        check_deferred(tc);
+    free_checked(tc, p);
+}
+
+static FM_NOINLINE void delete_now(fm_tcache_t *tc, void *p, size_t size, size_t alignment, unsigned how)
+{
+    if (FM_TCACHE_USABLE(tc))
+        check_deferred(tc);
+    delete_checked(tc, p, size, alignment, how);
+}
+
+/* p takes the pending slot and the block that was there is checked; a block given twice in a
+ * row is not deferred the second time: both frees are checked at once, and the second reported.
+ * Calls only in tail position: no stack frame. */
+FM_EXPORT FM_ENTRY_ALIGNED void fastmm_free(void *p)
+{
+    fm_tcache_t *tc = fm_tcache_current;
+    if (FM_LIKELY((uintptr_t)tc > fm_load_relaxed(&fm_defer_free_above))) {
+        uintptr_t span = fm_pagemap_lookup(p) - FM_REGION_MEDIUM_SPAN;
+        void *q = tc->deferred;
+        if (FM_LIKELY((span & FM_REGION_TYPE_MASK) == 0) && FM_LIKELY(q != p)) {
+            uintptr_t q_span = tc->deferred_span;
+            tc->deferred = p;
+            tc->deferred_span = span;
+            __builtin_prefetch((const char *)p - 2, 1); /* the flag word's line, written by the checks */
+            free_in_span(tc, q, q_span, true);
+            return;
+        }
+    }
+    free_now(tc, p);
+}
+
+/* Every operator delete without an alignment, deferred as free() is: an unsized one of a plain
+ * block is a free (delete_check.c; only debug blocks, never deferred, keep their family), a
+ * sized one waits with its size and family in the slot's word and FM_DEFER_SIZED_DELETE in the
+ * type bits of its span. */
+FM_INLINE void delete_block(void *p, size_t size, unsigned how)
+{
+    fm_tcache_t *tc = fm_tcache_current;
+    if (FM_LIKELY((uintptr_t)tc > fm_load_relaxed(&fm_defer_free_above))) {
+        if (!(how & FM_DELETE_SIZED)) {
+            fm_entry_free(p);
+            return;
+        }
+        uintptr_t span = fm_pagemap_lookup(p) - FM_REGION_MEDIUM_SPAN;
+        void *q = tc->deferred;
+        if (FM_LIKELY((span & FM_REGION_TYPE_MASK) == 0) && FM_LIKELY(q != p) &&
+            FM_LIKELY(((uint64_t)size >> FM_DEFER_HOW_SHIFT) == 0)) {
+            uintptr_t q_span = tc->deferred_span;
+            uint64_t q_word = tc->deferred_word;
+            tc->deferred = p;
+            tc->deferred_span = span + FM_DEFER_SIZED_DELETE;
+            tc->deferred_word = (uint64_t)size | (uint64_t)how << FM_DEFER_HOW_SHIFT;
+            __builtin_prefetch((const char *)p - 2, 1);
+            check_deferred_word(tc, q, q_span, q_word);
+            return;
+        }
+    }
+    delete_now(tc, p, size, 0, how);
+}
+
+void fm_delete(void *p, size_t size, size_t alignment, unsigned how)
+{
+    if (alignment == 0)
+        delete_block(p, size, how);
+    else
+        delete_now(fm_tcache_current, p, size, alignment, how);
+}
 
 /* The operators without an alignment (the common ones), each with its constants: delete_fits'
  * tests of them fold away, and an unsized delete keeps to free's registers (with the family
  * an argument, gcc saves one on every call). */
-void fm_delete_new(void *p) { delete_block(p, 0, 0, FM_FAMILY_NEW); }
-void fm_delete_new_array(void *p) { delete_block(p, 0, 0, FM_FAMILY_NEW_ARRAY); }
-void fm_delete_new_sized(void *p, size_t size) { delete_block(p, size, 0, FM_FAMILY_NEW | FM_DELETE_SIZED); }
-void fm_delete_new_array_sized(void *p, size_t size)
-{
-    delete_block(p, size, 0, FM_FAMILY_NEW_ARRAY | FM_DELETE_SIZED);
-}
+void fm_delete_new(void *p) { delete_block(p, 0, FM_FAMILY_NEW); }
+void fm_delete_new_array(void *p) { delete_block(p, 0, FM_FAMILY_NEW_ARRAY); }
+void fm_delete_new_sized(void *p, size_t size) { delete_block(p, size, FM_FAMILY_NEW | FM_DELETE_SIZED); }
+void fm_delete_new_array_sized(void *p, size_t size) { delete_block(p, size, FM_FAMILY_NEW_ARRAY | FM_DELETE_SIZED); }
 
 FM_EXPORT void *fastmm_calloc(size_t count, size_t size)
 {
@@ -344,10 +485,21 @@ static FM_NOINLINE void *realloc_small(void *p, fm_small_span_t *s, unsigned fla
     return fm_realloc_classified(p, (fm_block_ref_t){FM_BLOCK_SMALL, s, NULL}, size);
 }
 
+/* realloc of the block this thread's last free left waiting (deferred checks): that free is
+ * checked first, so that the realloc is reported as one of a freed block. */
+static FM_NOINLINE void *realloc_deferred(void *p, size_t size)
+{
+    fm_free_deferred_now();
+    return fm_entry_realloc(p, size);
+}
+
 FM_EXPORT void *fastmm_realloc(void *p, size_t size)
 {
     if (FM_UNLIKELY(p == NULL))
         return fm_realloc(NULL, size);
+    fm_tcache_t *tc = fm_tcache_current;
+    if (FM_UNLIKELY(FM_TCACHE_USABLE(tc) && tc->deferred == p))
+        return realloc_deferred(p, size);
     uintptr_t entry = fm_pagemap_lookup(p);
     if (FM_LIKELY((entry & FM_REGION_TYPE_MASK) == FM_REGION_MEDIUM_SPAN && !fm_track_on)) {
         fm_medium_span_t *ms = (fm_medium_span_t *)(entry & ~(uintptr_t)FM_REGION_TYPE_MASK);

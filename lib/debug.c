@@ -570,7 +570,11 @@ static void apply_options_locked(void)
     bool slow_alloc =
         on || erase_allocated_counter > 0 || fm_track_on || fm_load_relaxed(&fm_guard_mode) == FM_GUARD_ALL;
     fm_store_release(&fm_fast_alloc_above, slow_alloc ? FM_FAST_PATH_OFF : 1u);
-    fm_store_release(&fm_fast_free_above, erase_freed_counter > 0 || fm_track_on ? FM_FAST_PATH_OFF : 1u);
+    bool slow_free = erase_freed_counter > 0 || fm_track_on;
+    fm_store_release(&fm_fast_free_above, slow_free ? FM_FAST_PATH_OFF : 1u);
+    fm_defer_free_set_off(FM_DEFER_OFF_SLOW_FREE, slow_free);
+    if (on) /* for good: debug blocks outlive the mode */
+        fm_defer_free_set_off(FM_DEFER_OFF_DEBUG, true);
 }
 
 /* Allocation numbers are unique, and consecutive within a thread, but handed to each thread 64

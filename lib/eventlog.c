@@ -214,6 +214,7 @@ FM_EXPORT void fastmm_set_event_handler(fastmm_event_handler_t h, void *user)
 {
     fm_store_relaxed(&handler_user, user);
     fm_store_release(&handler, h);
+    fm_defer_free_set_off(FM_DEFER_OFF_HANDLER, h != NULL);
 }
 
 FM_EXPORT bool fastmm_set_event_log(const char *path) { return fm_event_set_log_path(path); }
@@ -222,6 +223,7 @@ FM_EXPORT void fastmm_set_error_action(fastmm_error_action_t action)
 {
     fm_store_relaxed(&error_action, action == FASTMM_ON_ERROR_CONTINUE ? FASTMM_ON_ERROR_CONTINUE
                                                                        : FASTMM_ON_ERROR_ABORT);
+    fm_defer_free_set_off(FM_DEFER_OFF_CONTINUE, action == FASTMM_ON_ERROR_CONTINUE);
 }
 
 FM_EXPORT fastmm_error_action_t fastmm_error_action(void) { return fm_load_relaxed(&error_action); }

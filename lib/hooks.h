@@ -4,8 +4,8 @@
  * The layers (tests/layers.sh holds the table) call only downward. Where a lower layer must
  * reach up, it calls through this table, which init.c defines, filled in when the library is
  * linked (a constant, so it is complete before the first allocation and nothing can change it).
- * Every hook is on a debug, damage, error or start-up path: the normal-mode fast paths never
- * call through it.
+ * Every hook is on a debug, damage, error, upkeep, thread-exit or start-up path: the normal-mode
+ * fast paths never call through it.
  */
 #ifndef FASTMM5_HOOKS_H
 #define FASTMM5_HOOKS_H
@@ -28,6 +28,9 @@ typedef struct fm_hooks {
     void (*freed_block_damaged)(const char *operation, const void *p, unsigned flags);
     /* The block dispatch was asked to free a block twice (eventlog.c). */
     void (*invalid_pointer)(const char *operation, const void *p, const char *why);
+    /* The thread cache, about to flush or give back this thread's cache (upkeep, thread exit):
+     * the checks of the thread's deferred free (api.c, fm_free_deferred_now) are made first. */
+    void (*free_deferred)(void);
 } fm_hooks_t;
 
 extern const fm_hooks_t fm_hooks;

@@ -187,6 +187,7 @@ const fm_hooks_t fm_hooks = {
     .debug_freed_block_intact = fm_debug_freed_block_intact,
     .freed_block_damaged = freed_block_damaged,
     .invalid_pointer = fm_event_invalid_pointer,
+    .free_deferred = fm_free_deferred_now,
 };
 
 /* Applies the options that switch modes, once they have been read. */

@@ -308,6 +308,12 @@ typedef struct fm_tcache_bin {
     unsigned limit; /* at most fm_tcache_limits[class]: a bin widens as it proves busy */
 } fm_tcache_bin_t;
 typedef struct fm_tcache {
+    /* the block of this thread's last free or delete, its checks still to come (api.c); its
+     * ownership-map entry less FM_REGION_MEDIUM_SPAN (FM_DEFER_NO_SPAN: none), plus
+     * FM_DEFER_SIZED_DELETE for a sized delete, whose size and family deferred_word holds */
+    void *deferred;
+    uintptr_t deferred_span;
+    uint64_t deferred_word;
     fm_tcache_bin_t bins[FM_SMALL_INDEX_COUNT];
     struct fm_tcache *pool_link;          /* tcache.c's pool of caches of exited threads */
     bool kept;                            /* in the pool with its blocks (tcache.c) */
@@ -427,8 +433,20 @@ FM_INLINE void *fm_track_new(void *p, size_t size, bool zeroed)
 /* ---- modes.c: the mode flags (written by debug.c) and the start time ---- */
 extern bool fm_debug_on;
 extern bool fm_erase_allocated, fm_erase_freed;
-extern uintptr_t fm_fast_alloc_above, fm_fast_free_above; /* 1, or FM_FAST_PATH_OFF (modes.c) */
+extern uintptr_t fm_fast_alloc_above, fm_fast_free_above, fm_defer_free_above; /* 1, or FM_FAST_PATH_OFF (modes.c) */
 #define FM_FAST_PATH_OFF UINTPTR_MAX
+/* Why free's checks may not wait for the thread's next free (api.c's deferred checks); each
+ * switches fm_defer_free_above off while it holds (modes.c):
+ * SLOW_FREE - free's frameless path is off (erase-freed, memcheck);
+ * DEBUG - debug mode has been on: debug blocks may exist, whose free records where it was made;
+ * CONTINUE - FASTMM5_ON_ERROR=continue: a bad free is refused, with its event, in its own call;
+ * HANDLER - an event handler is set: it sees each event in the call that caused it. */
+#define FM_DEFER_OFF_SLOW_FREE 1u
+#define FM_DEFER_OFF_DEBUG 2u
+#define FM_DEFER_OFF_CONTINUE 4u
+#define FM_DEFER_OFF_HANDLER 8u
+void fm_defer_free_set_off(unsigned reason, bool off);
+extern __thread bool fm_checking_deferred __attribute__((tls_model("initial-exec")));
 extern uint64_t fm_start_ms; /* coarse time at start-up; debug blocks' times count from it */
 extern unsigned fm_stack_depth; /* return addresses per debug-mode trace (FASTMM5_STACK_DEPTH) */
 
@@ -503,6 +521,13 @@ FM_INLINE void fm_ensure_init(void)
 #define FM_FAMILY_NEW_ARRAY 2u
 #define FM_FAMILY_MASK 3u
 #define FM_DELETE_SIZED 4u
+/* A thread cache's deferred_word: a delete's size, and its family and FM_DELETE_SIZED above it. */
+#define FM_DEFER_HOW_SHIFT 56u
+/* deferred_span with no block waiting: not a medium span's entry (its type bits are not 0). */
+#define FM_DEFER_NO_SPAN ((uintptr_t)1)
+/* Added to deferred_span for a sized delete: type bits that an ownership-map entry less
+ * FM_REGION_MEDIUM_SPAN never has (63, 0, 1 or 2). */
+#define FM_DEFER_SIZED_DELETE ((uintptr_t)32)
 /* api.c: second names of the hottest public entry points, bound inside the library: the libc
  * names (override.c) and operator new call these, where a call through the exported fastmm_*
  * name goes through the PLT (an indirect jump on every malloc and free). */
@@ -510,6 +535,9 @@ FM_HIDDEN FASTMM_MALLOC_ATTR void *fm_entry_malloc(size_t size);
 FM_HIDDEN void fm_entry_free(void *p);
 FM_HIDDEN FASTMM_MALLOC_ATTR void *fm_entry_calloc(size_t count, size_t size);
 FM_HIDDEN void *fm_entry_realloc(void *p, size_t size);
+/* api.c: the checks of this thread's deferred free or delete (its thread cache's pending block),
+ * made now: thread exit and upkeep call it through fm_hooks.free_deferred */
+void fm_free_deferred_now(void);
 /* api.c: every operator delete (alignment 0: not an aligned delete), and the same with the
  * arguments that are constants for the operators without an alignment folded in: unsized and
  * sized, of each family */

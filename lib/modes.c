@@ -15,6 +15,20 @@ bool fm_erase_freed;
  * memcheck and with every block guarded; free's under erase-freed and memcheck. */
 uintptr_t fm_fast_alloc_above = 1;
 uintptr_t fm_fast_free_above = 1;
+/* The same for free's deferred checks (api.c): 1 while no FM_DEFER_OFF_* reason holds. */
+uintptr_t fm_defer_free_above = 1;
+/* Set while api.c reports on a block whose checks waited (fm_stack_report_current says so). */
+__thread bool fm_checking_deferred __attribute__((tls_model("initial-exec")));
+static unsigned defer_off_reasons;
+static fm_lock_t defer_lock; /* two mode changes at once must not store their gates out of order */
+
+void fm_defer_free_set_off(unsigned reason, bool off)
+{
+    fm_lock_wait(&defer_lock);
+    defer_off_reasons = off ? defer_off_reasons | reason : defer_off_reasons & ~reason;
+    fm_store_release(&fm_defer_free_above, defer_off_reasons != 0 ? FM_FAST_PATH_OFF : 1u);
+    fm_lock_release(&defer_lock);
+}
 unsigned fm_guard_mode; /* FASTMM5_GUARD's mode (guard.h), which guard.c sets */
 unsigned fm_stack_depth = 20; /* return addresses per trace (FASTMM5_STACK_DEPTH), which debug.c sets */
 uint64_t fm_start_ms;    /* coarse time at start-up: debug blocks' times count from it */

@@ -207,7 +207,12 @@ void fm_stack_capture_current(fm_stack_current_t *cur)
 
 void fm_stack_report_current(fm_report_t *r, const fm_stack_current_t *cur)
 {
-    fm_report_str(r, "\nStack trace of the call:");
+    if (fm_checking_deferred)
+        fm_report_str(r, "\nThe bad call was an earlier free or delete of this thread: its checks waited for the "
+                         "thread's next one (FASTMM5_ON_ERROR=continue, an event handler or debug mode check each "
+                         "call in its own).\nStack trace of the later call that checked it:");
+    else
+        fm_report_str(r, "\nStack trace of the call:");
     fm_stack_format(r, cur->trace, cur->depth);
 }
 

@@ -246,6 +246,7 @@ void fm_tcache_fork_unlock(void) { fm_lock_release(&pool_lock); }
 static void at_thread_exit(void *arg)
 {
     fm_tcache_t *tc = arg;
+    fm_hooks.free_deferred(); /* into the cache, before it goes */
     fm_tcache_current = TC_OFF; /* later frees in this thread go straight to the arenas */
     pool_give_back(tc, true);
 }
@@ -281,6 +282,9 @@ static fm_tcache_t *create(void)
             tc->medium[b] = NULL;
     }
     tc->kept = false;
+    tc->deferred = NULL;
+    tc->deferred_span = FM_DEFER_NO_SPAN;
+    tc->deferred_word = 0;
     if (pthread_setspecific(exit_key, tc) != 0) {
         pool_give_back(tc, true);
         fm_tcache_current = TC_NONE;
@@ -370,8 +374,10 @@ void fm_tcache_overflow(fm_tcache_bin_t *bin)
 void fm_tcache_flush_current(void)
 {
     fm_tcache_t *tc = fm_tcache_current;
-    if (tc != TC_NONE && tc != TC_OFF)
+    if (tc != TC_NONE && tc != TC_OFF) {
+        fm_hooks.free_deferred();
         flush_all(tc);
+    }
     fm_tcache_release_kept();
 }
 

@@ -195,6 +195,7 @@ START_TEST(test_medium_cache_takes_near_bins)
             size_t ub = fastmm_usable_size(bigger);
             ck_assert_uint_gt(ub, fm_expected_usable(n));
             free(launder_ptr(bigger)); /* cached: the bin of n + up */
+            settle_frees();
             void *p = malloc(n);
             ck_assert_ptr_nonnull(p);
             size_t u = fastmm_usable_size(p);
@@ -414,6 +415,7 @@ START_TEST(test_aligned_medium_from_thread_cache)
         ck_assert_uint_eq((uintptr_t)p & (align - 1), 0);
         size_t u = fastmm_usable_size(p);
         free(launder_ptr(p));
+        settle_frees();
         unsigned char *q = aligned_alloc(align, n);
         ck_assert_msg(q == p, "align %zu: the block freed into this thread's cache (%p) was not reused (got %p)", align,
                       (void *)p, (void *)q);

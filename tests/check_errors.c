@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -911,6 +912,154 @@ START_TEST(test_abort_reports_to_stderr)
 }
 END_TEST
 
+/* ---- deferred checks (api.c): a free's block waits for the thread's next free ---- */
+
+/* Whether the walk sees `block` once, and free. */
+static bool walked_free(const void *block)
+{
+    damaged_seen_t seen = {block, 0, false, 0};
+    fastmm_walk_options_t all = FASTMM_WALK_OPTIONS_INIT;
+    all.used_only = false;
+    ck_assert(fastmm_walk_blocks(find_damaged_cb, &seen, &all));
+    ck_assert_msg(seen.visits == 1, "block %p visited %u times by the walk", block, seen.visits);
+    return seen.free;
+}
+
+/* Guards free's deferred checks in the default mode (abort, no event handler): the freed block
+ * waits in this thread's pending slot, so the next allocation of its size does not get it back;
+ * the thread's next free checks it and puts it on top of the cache, where the allocation after
+ * that finds it. With FASTMM_ON_ERROR_CONTINUE a free is checked in its own call, and the block
+ * comes straight back. */
+START_TEST(test_deferred_free_waits_one_call)
+{
+    ck_assert_int_eq(fastmm_error_action(), FASTMM_ON_ERROR_ABORT);
+    fastmm_process_pending_frees(); /* an empty slot and cache */
+    void *a = malloc(48), *b = malloc(48), *other = malloc(200);
+    ck_assert(a != NULL && b != NULL && other != NULL);
+    uintptr_t a_at = (uintptr_t)launder_ptr(a), b_at = (uintptr_t)launder_ptr(b); /* numbers: freed below */
+    free(launder_ptr(a));
+    void *c = malloc(48);
+    REQUIRE((uintptr_t)launder_ptr(c) != a_at, "the block %#lx came back before the thread's next free: its checks "
+            "did not wait", (unsigned long)a_at);
+    free(launder_ptr(other));
+    void *d = malloc(48);
+    REQUIRE((uintptr_t)launder_ptr(d) == a_at, "the block %#lx checked by the next free is not on top of the cache "
+            "(got %p)", (unsigned long)a_at, d);
+
+    fastmm_set_error_action(FASTMM_ON_ERROR_CONTINUE);
+    free(launder_ptr(b));
+    void *e = malloc(48);
+    fastmm_set_error_action(FASTMM_ON_ERROR_ABORT);
+    REQUIRE((uintptr_t)launder_ptr(e) == b_at, "under FASTMM_ON_ERROR_CONTINUE the freed block %#lx did not come "
+            "straight back (got %p)", (unsigned long)b_at, e);
+    free(c);
+    free(d);
+    free(e);
+}
+END_TEST
+
+/* Guards the upkeep and thread-exit paths of the deferred checks: fastmm_process_pending_frees
+ * checks this thread's waiting block, and a thread's exit checks the block of its last free. */
+static void *free_once(void *p)
+{
+    free(p);
+    return NULL;
+}
+
+START_TEST(test_deferred_free_flushed)
+{
+    void *a = malloc(40), *b = malloc(40);
+    ck_assert(a != NULL && b != NULL);
+    free(launder_ptr(a));
+    fastmm_process_pending_frees();
+    ck_assert_msg(walked_free(a), "fastmm_process_pending_frees left the waiting block %p unchecked", a);
+
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, free_once, launder_ptr(b)), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_msg(walked_free(b), "the exited thread's last freed block %p was never checked", b);
+}
+END_TEST
+
+/* The bad calls whose report a deferred check makes (test_deferred_misuse_aborts). */
+static const char *const deferred_misuse[] = {"second free, reported at the next free",
+                                              "second free, reported by upkeep",
+                                              "realloc of the block waiting to be checked",
+                                              "interior pointer, reported at the next free"};
+
+/* Guards the default action on a bad free whose check waits (forks, so it also runs under
+ * CK_FORK=no): the report names the block and the process dies of SIGABRT, at the thread's next
+ * free or upkeep at the latest (the marker written after the bad call comes first); a realloc of
+ * the block still waiting is checked at once and reported as one of a freed block. */
+START_TEST(test_deferred_misuse_aborts)
+{
+    char path[256];
+    int fd = make_tmp(path, sizeof path);
+    unsigned char *p = malloc(64), *q = malloc(64);
+    ck_assert(p != NULL && q != NULL);
+    void *bad = _i == 3 ? (void *)(p + 16) : (void *)p;
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        no_core_dump();
+        alarm(30);
+        dup2(fd, 2);
+        fastmm_set_error_action(FASTMM_ON_ERROR_ABORT);
+        fastmm_set_event_handler(NULL, NULL);
+        if (_i >= 2) { /* the bad call while p waits, or with nothing of p's freed */
+            free(launder_ptr(q));
+            if (_i == 2) {
+                free(launder_ptr(p));
+                void *r = realloc(launder_ptr(p), 40); /* in place, were the block live */
+                escape(r);
+                _exit(0);
+            }
+        } else {
+            free(launder_ptr(p));
+            free(launder_ptr(q)); /* p checked: freed */
+        }
+        free(launder_ptr(bad));
+        static const char marker[] = "-- after the bad call --\n";
+        if (write(2, marker, sizeof marker - 1) < 0)
+            _exit(3);
+        if (_i == 1)
+            fastmm_process_pending_frees();
+        else
+            free(malloc(200));
+        _exit(0);
+    }
+    int st = 0;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    char text[8192], hex[32];
+    snprintf(hex, sizeof hex, "%lx", (unsigned long)(uintptr_t)bad);
+    slurp(fd, text, sizeof text);
+    close(fd);
+    unlink(path);
+    free(p);
+    free(q);
+    ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "%s: child status %#x, expected death by SIGABRT",
+                  deferred_misuse[_i], st);
+    ck_assert_msg(strcasestr(text, hex) != NULL, "%s: the report does not show the address %s: \"%.300s\"",
+                  deferred_misuse[_i], hex, text);
+    const char *what = _i == 3 ? "invalid pointer" : "already freed";
+    ck_assert_msg(strcasestr(text, what) != NULL, "%s: the report does not say %s: \"%.300s\"", deferred_misuse[_i],
+                  what, text);
+    if (_i == 2)
+        ck_assert_msg(strstr(text, "realloc") != NULL, "%s: the report does not name realloc: \"%.300s\"",
+                      deferred_misuse[_i], text);
+    else {
+        ck_assert_msg(strstr(text, "-- after the bad call --") != NULL &&
+                          strstr(text, "-- after the bad call --") < strcasestr(text, what),
+                      "%s: the report came before the bad call returned: its check did not wait: \"%.300s\"",
+                      deferred_misuse[_i], text);
+        ck_assert_msg(strstr(text, "its checks waited") != NULL,
+                      "%s: the report does not say that the stack shown is a later call's: \"%.600s\"",
+                      deferred_misuse[_i], text);
+    }
+}
+END_TEST
+
 Suite *suite_errors(void)
 {
     Suite *s = suite_create("errors");
@@ -940,6 +1089,19 @@ Suite *suite_errors(void)
     tcase_add_test(tc, test_handler_null_restores_default);
     tcase_add_test(tc, test_event_log_file);
     suite_add_tcase(s, tc);
+
+    /* Frees wait for their checks only in a process where debug mode has never been on, and
+     * without memcheck: a test of its own under Check's fork mode (CK_FORK=no, as under
+     * check-valgrind, runs every test in one process). */
+    if (test_forking()) {
+        tc = tcase_create("deferred");
+        tcase_set_timeout(tc, TEST_TIMEOUT);
+        tcase_add_test(tc, test_deferred_free_waits_one_call);
+        tcase_add_test(tc, test_deferred_free_flushed);
+        tcase_add_loop_test(tc, test_deferred_misuse_aborts, 0,
+                            (int)(sizeof deferred_misuse / sizeof deferred_misuse[0]));
+        suite_add_tcase(s, tc);
+    }
 
     tc = tcase_create("invalid_abort");
     tcase_set_timeout(tc, TEST_TIMEOUT);

@@ -323,6 +323,7 @@ static void *free_only(void *arg)
 {
     void *p = arg;
     fastmm_free(p);
+    fastmm_free(NULL); /* a free that does not wait checks the waiting one (api.c) */
     fm_tcache_t *tc = fm_tcache_current;
     /* the block is this thread's cache's, not sent to the arena */
     bool cached = FM_TCACHE_USABLE(tc) && tc->bins[fm_small_class_of(100)].head == p;
@@ -552,9 +553,11 @@ START_TEST(tcache_medium_overflow_keeps_small_blocks)
         fastmm_free(big[i]);
     for (unsigned i = 0; i + 1u < nsmall; i++)
         fastmm_free(little[i]);
+    fastmm_free(NULL); /* the last one checked too: a free that does not wait checks it (api.c) */
     ck_assert_uint_le(tc->medium_bytes, FM_TCACHE_MEDIUM_BYTES);
     ck_assert_uint_gt(tc->medium_bytes + small, FM_TCACHE_MEDIUM_BYTES); /* the next free overflows */
     fastmm_free(little[nsmall - 1u]);
+    fastmm_free(NULL);
     ck_assert_uint_le(tc->medium_bytes, FM_TCACHE_MEDIUM_BYTES);
     unsigned sb = fm_tcache_medium_bin_of(small), lb = fm_tcache_medium_bin_of(large);
     for (unsigned i = 0; i < nsmall; i++)

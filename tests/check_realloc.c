@@ -285,6 +285,7 @@ START_TEST(test_medium_grows_into_feed)
     ck_assert_ptr_nonnull(room);
     uintptr_t room_at = (uintptr_t)room; /* compared as numbers: the pointer is freed */
     free(room);
+    settle_frees();
     REQUIRE(free_medium_in(room_at, room_at + 500000) == 0,
             "the 500000 bytes freed at the frontier stayed a free block instead of going back to the feed");
     char *p = malloc(200000);
@@ -299,6 +300,7 @@ START_TEST(test_medium_grows_into_feed)
     REQUIRE(free_medium_in(room_at, room_at + 500000) == 0, "the block grew into a free block, not into the feed");
     uintptr_t q_at = (uintptr_t)q;
     free(q);
+    settle_frees();
     char *r = malloc(100000);
     REQUIRE((uintptr_t)r == q_at, "after the frontier block was freed, the next carve is at %p, not %#lx", (void *)r,
             (unsigned long)q_at);

@@ -79,6 +79,11 @@ static inline void *launder_ptr(void *p)
     return p;
 }
 
+/* This thread's last free checked now (api.c's deferred checks), so that its block is in the
+ * thread's cache as a free in its own call would leave it: a free that does not wait, free(NULL),
+ * checks the waiting block first. */
+static inline void settle_frees(void) { free(launder_ptr(NULL)); }
+
 static inline size_t launder_size(size_t n)
 {
     __asm__ volatile("" : "+r"(n));

@@ -242,9 +242,11 @@ START_TEST(test_big_free_medium_pages_decay)
     memset(trigger, 1, big);
     for (int i = 0; i < N; i++)
         free(blocks[i]);
+    settle_frees(); /* the last one too, 40 ms before the trigger */
     struct timespec pause = {0, 40 * 1000 * 1000};
     nanosleep(&pause, NULL);
     free(trigger); /* leaves a big free block: the due pass gives back the ones 40 ms old */
+    settle_frees();
     size_t resident = 0;
     for (int i = 0; i < N; i++)
         resident += resident_inside(blocks[i], big);
