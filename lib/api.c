@@ -27,6 +27,7 @@ void *fm_alloc_aligned(size_t alignment, size_t size)
  * arenas. */
 static FM_NOINLINE void *malloc_full(size_t size)
 {
+    fm_free_deferred_now(); /* its block may be what this request is about to take from an arena */
     if (FM_UNLIKELY(fm_load_relaxed(&fm_guard_mode) != FM_GUARD_OFF)) {
         void *g = fm_guard_malloc(size, fm_load_relaxed(&fm_debug_on) ? FM_DEBUG_FILL_ALLOCATED : -1);
         if (g != NULL)
@@ -185,19 +186,18 @@ static FM_NOINLINE void free_full(void *p)
     free_slow(p, fm_block_classify(p));
 }
 
+static FM_NOINLINE void deferred_not_plain(fm_tcache_t *tc, void *p, uintptr_t span, uint64_t word);
+
 /*
  * Live plain small blocks, and plain medium blocks of the cached sizes while this thread's cache
  * has room, go to this thread's cache (still counted as in use by their spans, flagged FREE),
  * so no lock is taken. Like malloc's, this path calls nothing except in tail position and needs
  * no stack frame (a call in the middle, such as a memcheck notification, would make gcc save six
  * registers on every free). Everything else continues in free_full.
+ * span: p's ownership-map entry less FM_REGION_MEDIUM_SPAN, whose type bits are 0 only if the
+ * entry names a medium span. deferred: p comes from the pending slot, span as deferred_span
+ * holds it (a sized delete's mark in its type bits).
  */
-static FM_NOINLINE void deferred_not_plain(fm_tcache_t *tc, void *p, uintptr_t span, uint64_t word);
-
-/* free_checked's work once the ownership map was read: span is p's entry less
- * FM_REGION_MEDIUM_SPAN, whose type bits are 0 only if the entry names a medium span.
- * deferred: p comes from the pending slot, span as deferred_span holds it (a sized delete's
- * mark in its type bits). */
 FM_INLINE void free_in_span(fm_tcache_t *tc, void *p, uintptr_t span, bool deferred)
 {
     if (FM_LIKELY((span & FM_REGION_TYPE_MASK) == 0)) {
@@ -214,7 +214,7 @@ FM_INLINE void free_in_span(fm_tcache_t *tc, void *p, uintptr_t span, bool defer
             return;
         }
     }
-    if (deferred) /* the slot's word is p's: only a sized delete writes it */
+    if (deferred) /* the slot's word is p's wherever p carries the mark: only its delete wrote it */
         deferred_not_plain(tc, p, span, tc->deferred_word);
     else
         free_full(p);
@@ -292,7 +292,8 @@ static FM_NOINLINE void delete_checked(fm_tcache_t *tc, void *p, size_t size, si
  * So free() and the C++ deletes without an alignment leave their block in this thread's
  * cache's pending slot, ask for its line, and check the block the previous call left there,
  * whose line has come in meanwhile. A block is then reused, and a bad free reported, one call
- * later: at the thread's next free or delete, or when upkeep (fastmm_process_pending_frees,
+ * later: at the thread's next free or delete, its next allocation that misses the cache or move
+ * by realloc (the block may be the room they need), or when upkeep (fastmm_process_pending_frees,
  * malloc_trim) or its exit flushes the cache; a report still names the block, and the program
  * still aborts. Only a pointer into a medium span waits (one the ownership map does not know is
  * reported at once), and none while a program refuses bad calls one by one or watches events,
@@ -346,6 +347,8 @@ static FM_NOINLINE void free_now(fm_tcache_t *tc, void *p)
         check_deferred(tc);
     free_checked(tc, p);
 }
+
+void fm_free_at_once(void *p) { free_now(fm_tcache_current, p); }
 
 static FM_NOINLINE void delete_now(fm_tcache_t *tc, void *p, size_t size, size_t alignment, unsigned how)
 {

@@ -118,5 +118,5 @@ void fm_delete_slow(void *p, size_t size, size_t alignment, unsigned how)
                    how);
     }
     errno = saved;
-    fm_entry_free(p);
+    fm_free_at_once(p);
 }

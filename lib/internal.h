@@ -538,6 +538,9 @@ FM_HIDDEN void *fm_entry_realloc(void *p, size_t size);
 /* api.c: the checks of this thread's deferred free or delete (its thread cache's pending block),
  * made now: thread exit and upkeep call it through fm_hooks.free_deferred */
 void fm_free_deferred_now(void);
+/* api.c: free() with its checks made in this call (the deferred one's first): for a block the
+ * caller has just read (realloc's move) or checked (delete_check.c), nothing to wait for. */
+void fm_free_at_once(void *p);
 /* api.c: every operator delete (alignment 0: not an aligned delete), and the same with the
  * arguments that are constants for the operators without an alignment folded in: unsized and
  * sized, of each family */

@@ -18,6 +18,7 @@
 /* request: the size asked of the allocator (inflated on growth); size: what the caller asked. */
 static void *move_block(void *p, fm_block_ref_t ref, size_t request, size_t copy, size_t size)
 {
+    fm_free_deferred_now(); /* a block that waits for its checks may be the room this move needs */
     void *q = fm_track_new(fm_alloc(request), size, false);
     if (q == NULL)
         return NULL;
@@ -28,7 +29,7 @@ static void *move_block(void *p, fm_block_ref_t ref, size_t request, size_t copy
         fm_track_free(p, old_usable, false, false);
         fm_free_classified(p, ref);
     } else {
-        fm_entry_free(p); /* into this thread's cache when it takes it, as a free() would */
+        fm_free_at_once(p); /* into this thread's cache when it takes it, as a free() would */
     }
     return q;
 }
