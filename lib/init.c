@@ -229,10 +229,12 @@ __attribute__((constructor)) static void at_load(void)
     }
 }
 
-/* In a process that made debug blocks, they are checked first (debug.c), and the damage found
- * there is reported before the leaks; like the leak report, it never aborts the process. */
+/* The exiting thread's deferred free is checked first (api.c). In a process that made debug
+ * blocks, they are checked next (debug.c), and the damage found there is reported before the
+ * leaks; like the leak report, it never aborts the process. */
 __attribute__((destructor)) static void at_exit(void)
 {
+    fm_free_deferred_now(); /* the exiting thread's last free: a bad one still aborts the process */
     if (fm_load_relaxed(&fm_debug_used)) {
         fm_event_exit_check(true);
         fm_debug_check_at_exit();
