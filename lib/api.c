@@ -248,10 +248,9 @@ FM_INLINE bool delete_fits(const void *p, size_t size, size_t alignment, unsigne
     return size <= block - FM_MEDIUM_HEADER && (alignment != 0 || size > FM_SMALL_MAX_USER);
 }
 
-/* Every C++ operator delete's checks (operators.c): free_checked's with delete_fits on the way;
- * everything else, debug blocks included (they record which family allocated them), goes to
- * fm_delete_slow. */
-/* delete_checked's work once the ownership map was read (span: as in free_in_span). */
+/* Every C++ operator delete's checks (operators.c) once the ownership map was read (span: as in
+ * free_in_span): free_in_span's with delete_fits on the way; everything else, debug blocks
+ * included (they record which family allocated them), goes to fm_delete_slow. */
 FM_INLINE void delete_in_span(fm_tcache_t *tc, void *p, uintptr_t span, size_t size, size_t alignment,
                               unsigned how)
 {
@@ -321,30 +320,24 @@ static FM_NOINLINE void check_deferred_word(fm_tcache_t *tc, void *q, uintptr_t 
         deferred_not_plain(tc, q, q_span, q_word);
 }
 
-/* The deferred free or delete of this thread's cache tc (usable), checked now. */
+/* The deferred free or delete of this thread's cache tc, if it has one, checked now. */
 static void check_deferred(fm_tcache_t *tc)
 {
-    void *q = tc->deferred;
-    if (q == NULL)
+    if (!FM_TCACHE_USABLE(tc) || tc->deferred == NULL)
         return;
+    void *q = tc->deferred;
     uintptr_t span = tc->deferred_span;
     tc->deferred = NULL;
     tc->deferred_span = FM_DEFER_NO_SPAN;
     check_deferred_word(tc, q, span, tc->deferred_word);
 }
 
-void fm_free_deferred_now(void)
-{
-    fm_tcache_t *tc = fm_tcache_current;
-    if (FM_TCACHE_USABLE(tc))
-        check_deferred(tc);
-}
+void fm_free_deferred_now(void) { check_deferred(fm_tcache_current); }
 
 /* A free that does not wait: the deferred one first, so that blocks are checked in order. */
 static FM_NOINLINE void free_now(fm_tcache_t *tc, void *p)
 {
-    if (FM_TCACHE_USABLE(tc))
-        check_deferred(tc);
+    check_deferred(tc);
     free_checked(tc, p);
 }
 
@@ -352,9 +345,19 @@ void fm_free_at_once(void *p) { free_now(fm_tcache_current, p); }
 
 static FM_NOINLINE void delete_now(fm_tcache_t *tc, void *p, size_t size, size_t alignment, unsigned how)
 {
-    if (FM_TCACHE_USABLE(tc))
-        check_deferred(tc);
+    check_deferred(tc);
     delete_checked(tc, p, size, alignment, how);
+}
+
+/* p, in the medium span `span` (as deferred_span holds it), takes the pending slot from the
+ * block q there, whose span it returns in *q_span; p's flag word's line, which its checks will
+ * read and write, is asked for now. */
+FM_INLINE void take_slot(fm_tcache_t *tc, void *p, uintptr_t span, uintptr_t *q_span)
+{
+    *q_span = tc->deferred_span;
+    tc->deferred = p;
+    tc->deferred_span = span;
+    __builtin_prefetch((const char *)p - 2, 1);
 }
 
 /* p takes the pending slot and the block that was there is checked; a block given twice in a
@@ -367,10 +370,8 @@ FM_EXPORT FM_ENTRY_ALIGNED void fastmm_free(void *p)
         uintptr_t span = fm_pagemap_lookup(p) - FM_REGION_MEDIUM_SPAN;
         void *q = tc->deferred;
         if (FM_LIKELY((span & FM_REGION_TYPE_MASK) == 0) && FM_LIKELY(q != p)) {
-            uintptr_t q_span = tc->deferred_span;
-            tc->deferred = p;
-            tc->deferred_span = span;
-            __builtin_prefetch((const char *)p - 2, 1); /* the flag word's line, written by the checks */
+            uintptr_t q_span;
+            take_slot(tc, p, span, &q_span);
             free_in_span(tc, q, q_span, true);
             return;
         }
@@ -394,12 +395,10 @@ FM_INLINE void delete_block(void *p, size_t size, unsigned how)
         void *q = tc->deferred;
         if (FM_LIKELY((span & FM_REGION_TYPE_MASK) == 0) && FM_LIKELY(q != p) &&
             FM_LIKELY(((uint64_t)size >> FM_DEFER_HOW_SHIFT) == 0)) {
-            uintptr_t q_span = tc->deferred_span;
+            uintptr_t q_span;
             uint64_t q_word = tc->deferred_word;
-            tc->deferred = p;
-            tc->deferred_span = span + FM_DEFER_SIZED_DELETE;
+            take_slot(tc, p, span + FM_DEFER_SIZED_DELETE, &q_span);
             tc->deferred_word = (uint64_t)size | (uint64_t)how << FM_DEFER_HOW_SHIFT;
-            __builtin_prefetch((const char *)p - 2, 1);
             check_deferred_word(tc, q, q_span, q_word);
             return;
         }
