@@ -637,13 +637,9 @@ START_TEST(test_misuse_aborts)
         }
         _exit(0);
     }
-    int st = 0;
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
     char text[32768], hex[32];
+    int st = wait_child_stderr(pid, fd, path, text, sizeof text);
     snprintf(hex, sizeof hex, "%lx", (unsigned long)(uintptr_t)shown);
-    slurp(fd, text, sizeof text);
-    close(fd);
-    unlink(path);
     free(p);
     ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "%s: child status %#x, expected death by SIGABRT",
                   abort_names[_i], st);

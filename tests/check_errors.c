@@ -898,13 +898,9 @@ START_TEST(test_abort_reports_to_stderr)
         free(bad);
         _exit(0);
     }
-    int st = 0;
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
     char text[8192], hex[32];
+    int st = wait_child_stderr(pid, fd, path, text, sizeof text);
     snprintf(hex, sizeof hex, "%lx", (unsigned long)(uintptr_t)bad);
-    slurp(fd, text, sizeof text);
-    close(fd);
-    unlink(path);
     ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "child status %#x: expected death by SIGABRT", st);
     ck_assert_msg(strcasestr(text, "invalid pointer") != NULL,
                   "standard error does not mention an invalid pointer: \"%.300s\"", text);
@@ -1032,13 +1028,9 @@ START_TEST(test_deferred_misuse_aborts)
             free(malloc(200));
         _exit(0);
     }
-    int st = 0;
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
     char text[8192], hex[32];
+    int st = wait_child_stderr(pid, fd, path, text, sizeof text);
     snprintf(hex, sizeof hex, "%lx", (unsigned long)(uintptr_t)bad);
-    slurp(fd, text, sizeof text);
-    close(fd);
-    unlink(path);
     free(p);
     free(q);
     ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "%s: child status %#x, expected death by SIGABRT",

@@ -237,13 +237,8 @@ START_TEST(test_new_failure_aborts)
         escape(p);
         _exit(0);
     }
-    int st = 0;
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
     char text[4096];
-    ssize_t n = pread(fd, text, sizeof text - 1, 0);
-    text[n > 0 ? n : 0] = '\0';
-    close(fd);
-    unlink(path);
+    int st = wait_child_stderr(pid, fd, path, text, sizeof text);
     ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "failed new: child status %#x, expected SIGABRT", st);
     if (!runtime)
         ck_assert_msg(strstr(text, "must throw std::bad_alloc, but the C++ runtime (libstdc++) is not loaded") != NULL,
@@ -537,13 +532,8 @@ START_TEST(test_check_at_exit)
         dprintf(2, "blocks %p %p %p %p\ndone\n", (void *)a, (void *)b, (void *)c, (void *)d);
         exit(0);
     }
-    int st = 0;
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
     static char text[65536];
-    ssize_t n = pread(fd, text, sizeof text - 1, 0);
-    text[n > 0 ? n : 0] = '\0';
-    close(fd);
-    unlink(path);
+    int st = wait_child_stderr(pid, fd, path, text, sizeof text);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x: \"%.2000s\"", st, text);
     ck_assert_msg(strstr(text, "done") != NULL, "the child did not finish: \"%.2000s\"", text);
     size_t found = count(text, "Detected by: the check at exit");

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---- standard error ---- */
@@ -160,4 +161,14 @@ int make_tmp(char *path, size_t cap)
     int fd = mkstemp(path);
     ck_assert_msg(fd >= 0, "mkstemp(%s) failed", path);
     return fd;
+}
+
+int wait_child_stderr(int pid, int fd, const char *path, char *text, size_t cap)
+{
+    int st = 0;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    slurp(fd, text, cap);
+    close(fd);
+    unlink(path);
+    return st;
 }

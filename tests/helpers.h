@@ -48,5 +48,8 @@ void no_core_dump(void);
 void slurp(int fd, char *buf, size_t cap);
 /* A new temporary file (under TMPDIR or /tmp): its descriptor, its name in path. */
 int make_tmp(char *path, size_t cap);
+/* Waits for child pid, whose standard error went to the temporary file fd named path (make_tmp),
+ * reads that into text (slurp), closes and removes the file. Returns the child's wait status. */
+int wait_child_stderr(int pid, int fd, const char *path, char *text, size_t cap);
 
 #endif
