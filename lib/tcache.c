@@ -28,10 +28,13 @@
 
 #include <pthread.h>
 
-/* Per class: hold at most this many bytes (within 4 .. 128 blocks). A stack's fill level is a
+/* Per class: hold at most this many bytes (within 4 .. 256 blocks). A stack's fill level is a
  * random walk where frees and allocations of a class come in random order (a server, larson):
  * it reaches an end - an arena visit - about once per (width)^2 operations, so a wider stack
- * saves visits quadratically; 16 KiB costs at most 16 KiB per class in use per thread.
+ * saves visits quadratically; 16 KiB costs at most 16 KiB per class in use per thread. The
+ * count cap binds only the classes below 64 bytes, where 16 KiB is more blocks than one visit
+ * should walk; a program that frees runs of hundreds of one small size (a consumer thread, a
+ * batch freed at once) needs the width, since each visit moves only half a stack.
  *
  * A bin starts narrower, at START_BYTES (within 2 .. its widest), and doubles each time it
  * visits the arenas within about 50 microseconds of its previous visit: only a class the
@@ -44,7 +47,7 @@
 #define START_BYTES 1024u
 #define START_MIN 2u
 #define BIN_MIN 4u
-#define BIN_MAX 128u
+#define BIN_MAX 256u
 
 #define TC_NONE ((fm_tcache_t *)0)
 #define TC_OFF ((fm_tcache_t *)1) /* being created, or the thread is exiting: bypass */
