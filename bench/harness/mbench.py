@@ -10,9 +10,12 @@ time and report a rate (larson, xmalloc-test, rptest, glibc-thread): their own f
 into a time as mimalloc-bench's bench.sh does. Ratios are candidate / glibc (below 1: faster,
 smaller), the median over the pairs, with the bootstrap interval of stats.py.
 
-Usage: mbench.py --render OUT/mbench.json
-       mbench.py --mb DIR --lib SO [--out DIR] [--pairs N] [--warmups N] [--rows a,b,...]
-                 [--peers fastmm5,jemalloc,...] [--threads 1,2,4] [--extra NAME=SO]...
+Usage: mbench.py --render OUT/mbench.json [MORE/mbench.json...]
+       mbench.py --mb DIR --lib SO [--out DIR] [--pairs N] [--fixed-pairs N] [--warmups N]
+                 [--rows a,b,...] [--peers fastmm5,jemalloc,...] [--threads 1,2,4] [--extra NAME=SO]...
+--render of several runs pools their pairs row by row (the rows and candidates of the first run
+that the others also have) and gives the statistics of the pooled pairs. --fixed-pairs sets the
+pairs of the fixed-time rows apart (default: --pairs), for a run with many pairs of the short rows.
 """
 import argparse
 import json
@@ -176,9 +179,12 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mb", help="mimalloc-bench checkout")
     ap.add_argument("--lib", help="libfastmm5.so")
-    ap.add_argument("--render", metavar="JSON", help="print the table of an earlier run's mbench.json, run nothing")
+    ap.add_argument("--render", metavar="JSON", nargs="+",
+                    help="print the table of earlier runs' mbench.json (several: their pairs pooled), run nothing")
     ap.add_argument("--out", default=None)
     ap.add_argument("--pairs", type=int, default=9)
+    ap.add_argument("--fixed-pairs", type=int, default=None,
+                    help="pairs of the rows that run for a fixed time and report a rate (default: --pairs)")
     ap.add_argument("--warmups", type=int, default=1)
     ap.add_argument("--rows", default="", help="comma-separated row or program names (a program: all its rows)")
     ap.add_argument("--peers", default="fastmm5,jemalloc,tcmalloc,mimalloc")
@@ -187,8 +193,11 @@ def main(argv):
     ap.add_argument("--timeout", type=float, default=300)
     a = ap.parse_args(argv)
     if a.render:
-        with open(a.render) as f:
-            print(render(json.load(f)))
+        runs = []
+        for path in a.render:
+            with open(path) as f:
+                runs.append(json.load(f))
+        print(render(runs[0] if len(runs) == 1 else pool(runs)))
         return 0
     if not a.mb or not a.lib:
         ap.error("--mb and --lib are required")
@@ -213,32 +222,23 @@ def main(argv):
     if not table:
         ap.error("--rows %s selects no row (rows: %s)" % (a.rows, ", ".join(r[0] for r in rows([1, 2, 4]))))
     bindir, launch = build(a.mb, out, {r[1] for r in table})
+    fixed_pairs = a.pairs if a.fixed_pairs is None else a.fixed_pairs
     results = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), "pairs": a.pairs,
+               "fixed_pairs": fixed_pairs,
                "variants": {n: e for n, e in variants}, "rows": {}}
     t0 = time.time()
     for row in table:
         samples = {n: [] for n, _ in variants}
         base = {n: [] for n, _ in variants}
-        for i in range(a.warmups + a.pairs):
+        pairs = fixed_pairs if row[4] is not None else a.pairs
+        for i in range(a.warmups + pairs):
             for n, env in variants:
                 b = run_one(launch, out, bindir, a.mb, row, {}, a.timeout)
                 c = run_one(launch, out, bindir, a.mb, row, env, a.timeout)
                 if i >= a.warmups:
                     base[n].append(b)
                     samples[n].append(c)
-        rr = {}
-        for n, _ in variants:
-            bt = [s["time_s"] if s["ok"] else None for s in base[n]]
-            ct = [s["time_s"] if s["ok"] else None for s in samples[n]]
-            br = [s["maxrss_kb"] for s in base[n]]
-            cr = [s["maxrss_kb"] for s in samples[n]]
-            rr[n] = {"time": stats.paired_ratio_stats(bt, ct, invert=True),
-                     "rss": stats.paired_ratio_stats(br, cr, invert=True),
-                     "glibc_time": stats.median([t for t in bt if t]) if any(bt) else None,
-                     "time_s": stats.median([t for t in ct if t]) if any(ct) else None,
-                     "glibc_rss_kb": stats.median(br), "rss_kb": stats.median(cr),
-                     "failed": [s["tail"] for s in samples[n] if not s["ok"]][:1],
-                     "samples": {"glibc": base[n], n: samples[n]}}
+        rr = {n: row_stats(n, base[n], samples[n]) for n, _ in variants}
         results["rows"][row[0]] = rr
         line = " ".join("%s %.3f" % (n, rr[n]["time"]["median"] or 0) for n, _ in variants)
         print("[%5.0fs] %-18s %s" % (time.time() - t0, row[0], line), file=sys.stderr)
@@ -248,11 +248,44 @@ def main(argv):
     return 0
 
 
+def row_stats(name, base, samples):
+    """A row's figures for candidate `name`: its pairs' glibc samples `base` and its own `samples`."""
+    bt = [s["time_s"] if s["ok"] else None for s in base]
+    ct = [s["time_s"] if s["ok"] else None for s in samples]
+    br = [s["maxrss_kb"] for s in base]
+    cr = [s["maxrss_kb"] for s in samples]
+    return {"time": stats.paired_ratio_stats(bt, ct, invert=True),
+            "rss": stats.paired_ratio_stats(br, cr, invert=True),
+            "glibc_time": stats.median([t for t in bt if t]) if any(bt) else None,
+            "time_s": stats.median([t for t in ct if t]) if any(ct) else None,
+            "glibc_rss_kb": stats.median(br), "rss_kb": stats.median(cr),
+            "failed": [s["tail"] for s in samples if not s["ok"]][:1],
+            "samples": {"glibc": base, name: samples}}
+
+
+def pool(runs):
+    """One result of several runs: each row's pairs of every run together, figures recomputed."""
+    first = runs[0]
+    names = [n for n in first["variants"] if all(n in r["variants"] for r in runs)]
+    out = {"date": ", ".join(r["date"] for r in runs), "pairs": sum(r["pairs"] for r in runs),
+           "variants": {n: first["variants"][n] for n in names}, "rows": {}}
+    for row in first["rows"]:
+        if not all(row in r["rows"] for r in runs):
+            continue
+        rr = {}
+        for n in names:
+            base = [s for r in runs for s in r["rows"][row][n]["samples"]["glibc"]]
+            cand = [s for r in runs for s in r["rows"][row][n]["samples"][n]]
+            rr[n] = row_stats(n, base, cand)
+        out["rows"][row] = rr
+    return out
+
+
 def render(results):
     names = list(results["variants"])
-    lines = ["| row | glibc s | " + " | ".join("%s time (95%% CI)" % n for n in names) + " | " +
+    lines = ["| row | pairs | glibc s | " + " | ".join("%s time (95%% CI)" % n for n in names) + " | " +
              " | ".join("%s RSS" % n for n in names) + " |",
-             "|---|---:|" + "---:|" * (2 * len(names))]
+             "|---|---:|---:|" + "---:|" * (2 * len(names))]
     geo = {n: ([], []) for n in names}
     for row, rr in results["rows"].items():
         cells = []
@@ -270,8 +303,9 @@ def render(results):
                 geo[n][1].append(m)
             rss.append("%.2f" % m if m else "-")
         gt = rr[names[0]]["glibc_time"]
-        lines.append("| %s | %s | %s | %s |" % (row, "%.3f" % gt if gt else "-", " | ".join(cells), " | ".join(rss)))
-    lines.append("| **geomean** | | " + " | ".join("**%.3f**" % stats.geomean(geo[n][0]) for n in names) +
+        lines.append("| %s | %d | %s | %s | %s |" % (row, rr[names[0]]["time"]["n"], "%.3f" % gt if gt else "-",
+                                                   " | ".join(cells), " | ".join(rss)))
+    lines.append("| **geomean** | | | " + " | ".join("**%.3f**" % stats.geomean(geo[n][0]) for n in names) +
                  " | " + " | ".join("**%.3f**" % stats.geomean(geo[n][1]) for n in names) + " |")
     return "\n".join(lines)
 
