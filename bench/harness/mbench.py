@@ -8,7 +8,8 @@ every candidate before pair i+1 of any, each sample started by harness/launch.c 
 wait4). A row's time is the process's wall time, except for the programs that run for a fixed
 time and report a rate (larson, xmalloc-test, rptest, glibc-thread): their own figure, turned
 into a time as mimalloc-bench's bench.sh does. Ratios are candidate / glibc (below 1: faster,
-smaller), the median over the pairs, with the bootstrap interval of stats.py.
+smaller), the median over the pairs, with the bootstrap interval of stats.py; the geomean of a
+candidate's time ratios comes with its own (stats.bootstrap_geomean_ci).
 
 Usage: mbench.py --render OUT/mbench.json [MORE/mbench.json...]
        mbench.py --mb DIR --lib SO [--out DIR] [--pairs N] [--fixed-pairs N] [--warmups N]
@@ -281,6 +282,13 @@ def pool(runs):
     return out
 
 
+def time_ratios(figures, name):
+    """A row's paired time ratios of candidate `name`, from its samples (as row_stats takes them)."""
+    base, cand = figures["samples"]["glibc"], figures["samples"][name]
+    return stats.paired_ratios([s["time_s"] if s["ok"] else None for s in base],
+                               [s["time_s"] if s["ok"] else None for s in cand], invert=True)
+
+
 def render(results):
     names = list(results["variants"])
     lines = ["| row | pairs | glibc s | " + " | ".join("%s time (95%% CI)" % n for n in names) + " | " +
@@ -305,7 +313,10 @@ def render(results):
         gt = rr[names[0]]["glibc_time"]
         lines.append("| %s | %d | %s | %s | %s |" % (row, rr[names[0]]["time"]["n"], "%.3f" % gt if gt else "-",
                                                    " | ".join(cells), " | ".join(rss)))
-    lines.append("| **geomean** | | | " + " | ".join("**%.3f**" % stats.geomean(geo[n][0]) for n in names) +
+    ci = {n: stats.bootstrap_geomean_ci([time_ratios(rr[n], n) for rr in results["rows"].values() if n in rr])
+          for n in names}
+    lines.append("| **geomean** | | | " +
+                 " | ".join("**%.3f** (%.3f-%.3f)" % ((stats.geomean(geo[n][0]),) + tuple(ci[n])) for n in names) +
                  " | " + " | ".join("**%.3f**" % stats.geomean(geo[n][1]) for n in names) + " |")
     return "\n".join(lines)
 

@@ -15,6 +15,9 @@ The method (also in bench/README.md):
   10,000 medians are sorted ascending; the bounds are the 2.5th and 97.5th percentiles by the
   nearest-rank rule: the P-th percentile of N sorted values is the value of 1-based rank
   ceil(P/100 * N), i.e. ranks 250 and 9750 (0-based indices 249 and 9749) for N = 10,000.
+* A geometric mean over several comparisons (mimalloc-bench's rows) has an interval the same
+  way: one random.Random(20261130); each of the 10,000 resamples draws every comparison's pairs
+  with replacement, one comparison after the other, and takes the geomean of their medians.
 
 Run as a program on a results JSON file to recompute every statistic from the raw samples and
 compare with the stored values:  python3 bench/harness/stats.py bench/RESULTS.json
@@ -58,17 +61,38 @@ def bootstrap_median_ci(ratios, resamples=BOOTSTRAP_RESAMPLES, seed=BOOTSTRAP_SE
     return [nearest_rank(meds, low), nearest_rank(meds, high)]
 
 
+def paired_ratios(pairs_b, pairs_c, invert=False):
+    """The ratios b/c (or c/b with invert=True) of the pairs where both values are positive."""
+    return [c / b if invert else b / c for b, c in zip(pairs_b, pairs_c)
+            if b is not None and c is not None and b > 0 and c > 0]
+
+
+def bootstrap_geomean_ci(rows, resamples=BOOTSTRAP_RESAMPLES, seed=BOOTSTRAP_SEED,
+                         low=CI_LOW_PERCENT, high=CI_HIGH_PERCENT):
+    """Percentile bootstrap interval of the geometric mean of several rows' medians: `rows` is
+    one list of paired ratios a row; each resample draws every row's pairs with replacement
+    (rows apart, in the order given) and takes the geomean of their medians."""
+    rows = [r for r in rows if r]
+    if not rows:
+        return None
+    rng = random.Random(seed)
+    means = []
+    for _ in range(resamples):
+        logs = 0.0
+        for r in rows:
+            n = len(r)
+            logs += math.log(statistics.median([r[rng.randrange(n)] for _ in range(n)]))
+        means.append(math.exp(logs / len(rows)))
+    means.sort()
+    return [nearest_rank(means, low), nearest_rank(means, high)]
+
+
 def paired_ratio_stats(pairs_b, pairs_c, invert=False):
     """Median of paired ratios b/c (or c/b with invert=True) and its bootstrap interval.
 
     Pairs where either value is missing or not positive are left out (and counted)."""
-    ratios = []
-    dropped = 0
-    for b, c in zip(pairs_b, pairs_c):
-        if b is None or c is None or b <= 0 or c <= 0:
-            dropped += 1
-            continue
-        ratios.append(c / b if invert else b / c)
+    ratios = paired_ratios(pairs_b, pairs_c, invert)
+    dropped = len(list(zip(pairs_b, pairs_c))) - len(ratios)
     if not ratios:
         return {"n": 0, "dropped": dropped, "median": None, "ci95": None}
     return {"n": len(ratios), "dropped": dropped, "median": median(ratios),
