@@ -316,7 +316,8 @@ def render(results):
     ci = {n: stats.bootstrap_geomean_ci([time_ratios(rr[n], n) for rr in results["rows"].values() if n in rr])
           for n in names}
     lines.append("| **geomean** | | | " +
-                 " | ".join("**%.3f** (%.3f-%.3f)" % ((stats.geomean(geo[n][0]),) + tuple(ci[n])) for n in names) +
+                 " | ".join("**%.3f** (%.3f-%.3f)" % ((stats.geomean(geo[n][0]),) + tuple(ci[n])) if ci[n] else "-"
+                            for n in names) +
                  " | " + " | ".join("**%.3f**" % stats.geomean(geo[n][1]) for n in names) + " |")
     return "\n".join(lines)
 
