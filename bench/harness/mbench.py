@@ -249,10 +249,14 @@ def main(argv):
     return 0
 
 
+def times(samples):
+    """The samples' times, None for a failed one (paired_ratio_stats leaves its pair out)."""
+    return [s["time_s"] if s["ok"] else None for s in samples]
+
+
 def row_stats(name, base, samples):
     """A row's figures for candidate `name`: its pairs' glibc samples `base` and its own `samples`."""
-    bt = [s["time_s"] if s["ok"] else None for s in base]
-    ct = [s["time_s"] if s["ok"] else None for s in samples]
+    bt, ct = times(base), times(samples)
     br = [s["maxrss_kb"] for s in base]
     cr = [s["maxrss_kb"] for s in samples]
     return {"time": stats.paired_ratio_stats(bt, ct, invert=True),
@@ -284,9 +288,7 @@ def pool(runs):
 
 def time_ratios(figures, name):
     """A row's paired time ratios of candidate `name`, from its samples (as row_stats takes them)."""
-    base, cand = figures["samples"]["glibc"], figures["samples"][name]
-    return stats.paired_ratios([s["time_s"] if s["ok"] else None for s in base],
-                               [s["time_s"] if s["ok"] else None for s in cand], invert=True)
+    return stats.paired_ratios(times(figures["samples"]["glibc"]), times(figures["samples"][name]), invert=True)
 
 
 def render(results):

@@ -92,7 +92,7 @@ def paired_ratio_stats(pairs_b, pairs_c, invert=False):
 
     Pairs where either value is missing or not positive are left out (and counted)."""
     ratios = paired_ratios(pairs_b, pairs_c, invert)
-    dropped = len(list(zip(pairs_b, pairs_c))) - len(ratios)
+    dropped = min(len(pairs_b), len(pairs_c)) - len(ratios)
     if not ratios:
         return {"n": 0, "dropped": dropped, "median": None, "ci95": None}
     return {"n": len(ratios), "dropped": dropped, "median": median(ratios),
