@@ -360,24 +360,36 @@ FM_INLINE void take_slot(fm_tcache_t *tc, void *p, uintptr_t span, uintptr_t *q_
     __builtin_prefetch((const char *)p - 2, 1);
 }
 
-/* p takes the pending slot and the block that was there is checked; a block given twice in a
- * row is not deferred the second time: both frees are checked at once, and the second reported.
- * Calls only in tail position: no stack frame. */
+/* free() by a thread whose cache defers (tc above fm_defer_free_above): p takes the pending
+ * slot and the block that was there is checked; a block given twice in a row is not deferred
+ * the second time: both frees are checked at once, and the second reported. Calls only in tail
+ * position: no stack frame. */
+FM_INLINE void free_deferring(fm_tcache_t *tc, void *p)
+{
+    uintptr_t span = fm_pagemap_lookup(p) - FM_REGION_MEDIUM_SPAN;
+    void *q = tc->deferred;
+    if (FM_LIKELY((span & FM_REGION_TYPE_MASK) == 0) && FM_LIKELY(q != p)) {
+        uintptr_t q_span;
+        take_slot(tc, p, span, &q_span);
+        free_in_span(tc, q, q_span, true);
+        return;
+    }
+    free_now(tc, p);
+}
+
 FM_EXPORT FM_ENTRY_ALIGNED void fastmm_free(void *p)
 {
     fm_tcache_t *tc = fm_tcache_current;
     if (FM_LIKELY((uintptr_t)tc > fm_load_relaxed(&fm_defer_free_above))) {
-        uintptr_t span = fm_pagemap_lookup(p) - FM_REGION_MEDIUM_SPAN;
-        void *q = tc->deferred;
-        if (FM_LIKELY((span & FM_REGION_TYPE_MASK) == 0) && FM_LIKELY(q != p)) {
-            uintptr_t q_span;
-            take_slot(tc, p, span, &q_span);
-            free_in_span(tc, q, q_span, true);
-            return;
-        }
+        free_deferring(tc, p);
+        return;
     }
     free_now(tc, p);
 }
+
+/* The same for an unsized delete, which has read the cache and the test already: one copy for
+ * all of them, entered with a jump, and aligned as free's entry is (base.h). */
+static FM_NOINLINE FM_ENTRY_ALIGNED void delete_deferring(fm_tcache_t *tc, void *p) { free_deferring(tc, p); }
 
 /* Every operator delete without an alignment, deferred as free() is: an unsized one of a plain
  * block is a free (delete_check.c; only debug blocks, never deferred, keep their family), a
@@ -388,7 +400,7 @@ FM_INLINE void delete_block(void *p, size_t size, unsigned how)
     fm_tcache_t *tc = fm_tcache_current;
     if (FM_LIKELY((uintptr_t)tc > fm_load_relaxed(&fm_defer_free_above))) {
         if (!(how & FM_DELETE_SIZED)) {
-            fm_entry_free(p);
+            delete_deferring(tc, p);
             return;
         }
         uintptr_t span = fm_pagemap_lookup(p) - FM_REGION_MEDIUM_SPAN;
