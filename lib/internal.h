@@ -317,6 +317,8 @@ typedef struct fm_tcache {
     fm_tcache_bin_t bins[FM_SMALL_INDEX_COUNT];
     struct fm_tcache *pool_link;          /* tcache.c's pool of caches of exited threads */
     bool kept;                            /* in the pool with its blocks (tcache.c) */
+    bool homed;                           /* a live thread's: counted in its home arena's threads */
+    uint8_t home;                         /* the home arena of the thread that has it, or had it */
     uint32_t visited[FM_SMALL_INDEX_COUNT]; /* fm_os_ticks() of each bin's last arena visit */
     size_t medium_bytes;                  /* block bytes held in medium[] */
     size_t medium_budget;                 /* most bytes medium[] holds: widens as it proves busy */
@@ -371,6 +373,16 @@ FM_INLINE void fm_tcache_medium_push(fm_tcache_t *tc, unsigned b, void *p, size_
 
 /* ---- medium.c ---- */
 extern fm_medium_manager_t fm_medium_managers[FM_MEDIUM_ARENAS];
+/* This thread's home arena, plus one: where its small refills and medium scans start (0: none
+ * given yet; the thread id modulo the arena count stands in). tcache.c gives each thread cache a
+ * home when a thread takes it. */
+extern __thread uint8_t fm_home_arena_plus1 __attribute__((tls_model("initial-exec")));
+FM_STATIC_ASSERT(FM_SMALL_ARENAS == FM_MEDIUM_ARENAS, "a home arena is a small and a medium arena");
+FM_INLINE unsigned fm_home_arena(void)
+{
+    unsigned h = fm_home_arena_plus1;
+    return h != 0 ? h - 1u : fm_os_thread_id() % FM_MEDIUM_ARENAS;
+}
 void *fm_medium_alloc(size_t block_size, bool small_span);
 void *fm_medium_alloc_aligned(size_t block_size, size_t alignment);
 void fm_medium_free(void *p);

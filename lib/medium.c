@@ -621,7 +621,10 @@ static void *alloc_in_locked(fm_medium_manager_t *m, size_t size, bool may_map, 
     return p;
 }
 
-/* This thread's home arena: its thread id modulo the arena count. Its scans start there instead
+__thread uint8_t fm_home_arena_plus1 __attribute__((tls_model("initial-exec")));
+
+/* This thread's home arena (fm_home_arena, one per live thread cache while there are no more
+ * threads than arenas). Its scans start there instead
  * of at arena 0 (FastMM5's order): two threads then do not both try the same arena first and
  * queue on its lock, and a thread tends to reuse the blocks it freed, which went back to its own
  * arena's spans (sweep-medium at 2 threads loses 3x to glibc on arena 0's lock). The home never
@@ -629,7 +632,7 @@ static void *alloc_in_locked(fm_medium_manager_t *m, size_t size, bool may_map, 
  * space, which it does whenever its home is locked by another thread taking a block there) soon
  * has two threads sharing one home and waiting on each other's lock (doc/experiments.md,
  * "Medium arenas": `sweep medium 2` bimodal and 4 threads 10% slower that way). */
-static unsigned first_arena(void) { return fm_os_thread_id() % FM_MEDIUM_ARENAS; }
+static unsigned first_arena(void) { return fm_home_arena(); }
 
 static fm_medium_manager_t *alloc_locked(size_t size, void **out)
 {

@@ -171,6 +171,22 @@ static fm_lock_t pool_lock;
 static fm_tcache_t *pool_free;   /* given back, linked through pool_link; the kept ones first */
 static unsigned pool_kept;       /* how many of them are kept */
 static char *pool_next, *pool_end; /* never used yet: the rest of the newest chunk */
+static unsigned home_threads[FM_MEDIUM_ARENAS]; /* live caches with each home arena */
+
+/* The home arena of a thread taking tc (under pool_lock): one with the fewest live threads, so
+ * that up to four threads each have their own; among those, tc's own last home, where its kept
+ * blocks came from and an exited thread's freed blocks are, so that a program starting one
+ * short-lived thread after another keeps reusing the same memory; else the lowest. */
+static void home_enter(fm_tcache_t *tc)
+{
+    unsigned best = tc->home;
+    for (unsigned a = 0; a < FM_MEDIUM_ARENAS; a++)
+        if (home_threads[a] < home_threads[best])
+            best = a;
+    tc->home = (uint8_t)best;
+    tc->homed = true;
+    home_threads[best]++;
+}
 
 /* Caches given back first, then the next never-used one of the newest chunk: a chunk's pages
  * are touched (made resident) one cache at a time, not all 16 when it is mapped. */
@@ -192,6 +208,8 @@ static fm_tcache_t *pool_take(void)
             pool_next += sizeof(fm_tcache_t);
         }
     }
+    if (tc != NULL)
+        home_enter(tc);
     fm_lock_release(&pool_lock);
     return tc;
 }
@@ -201,6 +219,10 @@ static fm_tcache_t *pool_take(void)
 static void pool_give_back(fm_tcache_t *tc, bool may_keep)
 {
     fm_lock_wait(&pool_lock);
+    if (tc->homed) {
+        home_threads[tc->home]--;
+        tc->homed = false;
+    }
     tc->kept = may_keep && pool_kept < POOL_KEEP && fm_os_limit() == 0;
     if (!tc->kept) {
         fm_lock_release(&pool_lock);
@@ -293,6 +315,7 @@ static fm_tcache_t *create(void)
         fm_tcache_current = TC_NONE;
         return NULL;
     }
+    fm_home_arena_plus1 = (uint8_t)(tc->home + 1u);
     fm_tcache_current = tc;
     return tc;
 }

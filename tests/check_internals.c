@@ -251,7 +251,8 @@ typedef struct big_block_run {
 static void *free_big_block_in_own_arena(void *arg)
 {
     big_block_run_t *r = arg;
-    r->home = fm_os_thread_id() % FM_MEDIUM_ARENAS;
+    fastmm_free(fastmm_malloc(16)); /* the thread's cache, and its home */
+    r->home = fm_home_arena();
     r->block = fastmm_malloc(r->size);
     r->after = fastmm_malloc(r->size);
     if (r->block != NULL)
@@ -266,7 +267,8 @@ static void *free_big_block_in_own_arena(void *arg)
 START_TEST(medium_big_request_served_by_home_arena)
 {
     const size_t size = 200000; /* over the 64 KiB the thread caches keep */
-    unsigned home = fm_os_thread_id() % FM_MEDIUM_ARENAS;
+    fastmm_free(fastmm_malloc(16));
+    unsigned home = fm_home_arena();
     void *keep = fastmm_malloc(100000); /* gives the home arena a feed span, and stays in use */
     ck_assert_ptr_nonnull(keep);
     ck_assert_ptr_eq(fm_medium_span_of(keep)->manager, &fm_medium_managers[home]);
@@ -467,6 +469,57 @@ START_TEST(tcache_bins_start_narrow)
     ck_assert_msg((uintptr_t)taken != 0, "the thread had no cache");
     ck_assert_msg((uintptr_t)taken <= 2u, "a new thread's first 500-byte block took %u blocks from the arenas",
                   (unsigned)(uintptr_t)taken);
+}
+END_TEST
+
+/* Guards the home arenas (tcache.c, home_enter): threads alive together each have their own while
+ * there are no more than arenas, and a thread started after another one exited takes the exited
+ * one's home, where its freed blocks are (mstress's rounds of short-lived threads otherwise
+ * spread over every arena: more memory touched, a third more page faults). */
+static pthread_barrier_t homes_met;
+
+static void *home_of_new_thread(void *wait)
+{
+    fastmm_free(fastmm_malloc(48)); /* the thread's cache, and its home, come with its first allocation */
+    unsigned home = fm_home_arena();
+    if (wait != NULL)
+        pthread_barrier_wait(&homes_met);
+    return (void *)(uintptr_t)(home + 1u);
+}
+
+static unsigned home_of_thread_run(bool wait, pthread_t *t)
+{
+    ck_assert_int_eq(pthread_create(t, NULL, home_of_new_thread, wait ? t : NULL), 0);
+    if (wait)
+        return 0;
+    void *home;
+    ck_assert_int_eq(pthread_join(*t, &home), 0);
+    return (unsigned)(uintptr_t)home - 1u;
+}
+
+START_TEST(home_arenas_one_per_live_thread)
+{
+    fastmm_free(fastmm_malloc(48));
+    unsigned homes[FM_MEDIUM_ARENAS] = {fm_home_arena()};
+    pthread_t t[FM_MEDIUM_ARENAS];
+    ck_assert_int_eq(pthread_barrier_init(&homes_met, NULL, FM_MEDIUM_ARENAS), 0);
+    for (unsigned i = 1; i < FM_MEDIUM_ARENAS; i++)
+        home_of_thread_run(true, &t[i]);
+    pthread_barrier_wait(&homes_met);
+    for (unsigned i = 1; i < FM_MEDIUM_ARENAS; i++) {
+        void *home;
+        ck_assert_int_eq(pthread_join(t[i], &home), 0);
+        homes[i] = (unsigned)(uintptr_t)home - 1u;
+    }
+    pthread_barrier_destroy(&homes_met);
+    for (unsigned i = 0; i < FM_MEDIUM_ARENAS; i++)
+        for (unsigned j = 0; j < i; j++)
+            ck_assert_msg(homes[i] != homes[j], "threads %u and %u, alive together, share home arena %u", j, i,
+                          homes[i]);
+    unsigned first = home_of_thread_run(false, &t[0]);
+    ck_assert_uint_ne(first, homes[0]);
+    for (unsigned i = 0; i < 3; i++)
+        ck_assert_uint_eq(home_of_thread_run(false, &t[0]), first);
 }
 END_TEST
 
@@ -853,6 +906,7 @@ int main(void)
     tcase_add_test(tc, tcache_busy_medium_budget_widens);
     tcase_add_test(tc, small_block_index_exact);
     tcase_add_test(tc, small_span_heads);
+    tcase_add_test(tc, home_arenas_one_per_live_thread);
     suite_add_tcase(s, tc);
     tc = tcase_create("small_runs");
     tcase_add_test(tc, small_chain_run_spliced_whole);
