@@ -399,9 +399,10 @@ static unsigned feed_try_many(fm_small_manager_t *m, void **chain, unsigned want
  * caches pass it.
  *
  * A thread's refills start at its home arena (fm_home_arena, as the medium arenas' scans do),
- * not at arena 0 as FastMM5's single allocations: with every thread starting at arena 0, all threads' blocks of a class come from the same spans, neighbours
- * in one cache line belong to different threads, and each free or reuse by one thread takes
- * the line from the other's CPU (server-style programs such as larson). */
+ * not at arena 0 as FastMM5's single allocations: with every thread starting at arena 0, all
+ * threads' blocks of a class come from the same spans, neighbours in one cache line belong to
+ * different threads, and each free or reuse by one thread takes the line from the other's CPU
+ * (server-style programs such as larson). */
 unsigned fm_small_alloc_batch(unsigned class_index, void **chain, unsigned want, unsigned most)
 {
     *chain = NULL;
