@@ -624,14 +624,14 @@ static void *alloc_in_locked(fm_medium_manager_t *m, size_t size, bool may_map, 
 __thread uint8_t fm_home_arena_plus1 __attribute__((tls_model("initial-exec")));
 
 /* This thread's home arena (fm_home_arena, one per live thread cache while there are no more
- * threads than arenas). Its scans start there instead
- * of at arena 0 (FastMM5's order): two threads then do not both try the same arena first and
- * queue on its lock, and a thread tends to reuse the blocks it freed, which went back to its own
- * arena's spans (sweep-medium at 2 threads loses 3x to glibc on arena 0's lock). The home never
- * moves: a home that follows the thread (to where it found room, or to where it last carved new
- * space, which it does whenever its home is locked by another thread taking a block there) soon
- * has two threads sharing one home and waiting on each other's lock (doc/experiments.md,
- * "Medium arenas": `sweep medium 2` bimodal and 4 threads 10% slower that way). */
+ * threads than arenas). Its scans start there instead of at arena 0 (FastMM5's order): two
+ * threads then do not both try the same arena first and queue on its lock, and a thread tends to
+ * reuse the blocks it freed, which went back to its own arena's spans (sweep-medium at 2 threads
+ * loses 3x to glibc on arena 0's lock). The home never moves: a home that follows the thread (to
+ * where it found room, or to where it last carved new space, which it does whenever its home is
+ * locked by another thread taking a block there) soon has two threads sharing one home and
+ * waiting on each other's lock (doc/experiments.md, "Medium arenas": `sweep medium 2` bimodal and
+ * 4 threads 10% slower that way). */
 static unsigned first_arena(void) { return fm_home_arena(); }
 
 static fm_medium_manager_t *alloc_locked(size_t size, void **out)

@@ -478,23 +478,29 @@ END_TEST
  * spread over every arena: more memory touched, a third more page faults). */
 static pthread_barrier_t homes_met;
 
-static void *home_of_new_thread(void *wait)
+/* barrier: NULL, or one to wait at before exiting (the thread keeps its home until then) */
+static void *home_of_new_thread(void *barrier)
 {
     fastmm_free(fastmm_malloc(48)); /* the thread's cache, and its home, come with its first allocation */
     unsigned home = fm_home_arena();
-    if (wait != NULL)
-        pthread_barrier_wait(&homes_met);
+    if (barrier != NULL)
+        pthread_barrier_wait(barrier);
     return (void *)(uintptr_t)(home + 1u);
 }
 
-static unsigned home_of_thread_run(bool wait, pthread_t *t)
+static unsigned joined_home(pthread_t t)
 {
-    ck_assert_int_eq(pthread_create(t, NULL, home_of_new_thread, wait ? t : NULL), 0);
-    if (wait)
-        return 0;
     void *home;
-    ck_assert_int_eq(pthread_join(*t, &home), 0);
+    ck_assert_int_eq(pthread_join(t, &home), 0);
     return (unsigned)(uintptr_t)home - 1u;
+}
+
+/* The home of a thread that ran and exited. */
+static unsigned home_of_exited_thread(void)
+{
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, home_of_new_thread, NULL), 0);
+    return joined_home(t);
 }
 
 START_TEST(home_arenas_one_per_live_thread)
@@ -504,22 +510,19 @@ START_TEST(home_arenas_one_per_live_thread)
     pthread_t t[FM_MEDIUM_ARENAS];
     ck_assert_int_eq(pthread_barrier_init(&homes_met, NULL, FM_MEDIUM_ARENAS), 0);
     for (unsigned i = 1; i < FM_MEDIUM_ARENAS; i++)
-        home_of_thread_run(true, &t[i]);
+        ck_assert_int_eq(pthread_create(&t[i], NULL, home_of_new_thread, &homes_met), 0);
     pthread_barrier_wait(&homes_met);
-    for (unsigned i = 1; i < FM_MEDIUM_ARENAS; i++) {
-        void *home;
-        ck_assert_int_eq(pthread_join(t[i], &home), 0);
-        homes[i] = (unsigned)(uintptr_t)home - 1u;
-    }
+    for (unsigned i = 1; i < FM_MEDIUM_ARENAS; i++)
+        homes[i] = joined_home(t[i]);
     pthread_barrier_destroy(&homes_met);
     for (unsigned i = 0; i < FM_MEDIUM_ARENAS; i++)
         for (unsigned j = 0; j < i; j++)
             ck_assert_msg(homes[i] != homes[j], "threads %u and %u, alive together, share home arena %u", j, i,
                           homes[i]);
-    unsigned first = home_of_thread_run(false, &t[0]);
+    unsigned first = home_of_exited_thread();
     ck_assert_uint_ne(first, homes[0]);
     for (unsigned i = 0; i < 3; i++)
-        ck_assert_uint_eq(home_of_thread_run(false, &t[0]), first);
+        ck_assert_uint_eq(home_of_exited_thread(), first);
 }
 END_TEST
 
