@@ -145,8 +145,10 @@ static void unlock_all(void)
 static void after_fork_in_child(void)
 {
     fm_os_forget_thread_id();
-    if (fork_holds_locks)
+    if (fork_holds_locks) {
+        fm_tcache_fork_child();
         unlock_all();
+    }
 }
 
 static void after_fork(void)

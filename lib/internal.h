@@ -338,6 +338,7 @@ void fm_tcache_overflow(fm_tcache_bin_t *bin); /* one of this thread's bins */
 void fm_tcache_flush_current(void);
 void fm_tcache_fork_lock(void);
 void fm_tcache_fork_unlock(void);
+void fm_tcache_fork_child(void); /* in the child, before the unlock */
 void *fm_tcache_medium_take(size_t block_size);       /* NULL: not cached */
 void *fm_tcache_medium_take_aligned(size_t block_size, size_t alignment); /* the same, aligned */
 bool fm_tcache_medium_put(void *p, size_t block_size); /* p flagged FREE; false: not taken */

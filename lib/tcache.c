@@ -268,6 +268,17 @@ bool fm_tcache_release_kept(void)
 void fm_tcache_fork_lock(void) { fm_lock_wait(&pool_lock); }
 void fm_tcache_fork_unlock(void) { fm_lock_release(&pool_lock); }
 
+/* fork's child (pool_lock held): only the calling thread lives on, so only its cache counts in
+ * the home arenas; the other threads' caches are never given back there. */
+void fm_tcache_fork_child(void)
+{
+    for (unsigned a = 0; a < FM_MEDIUM_ARENAS; a++)
+        home_threads[a] = 0;
+    fm_tcache_t *tc = fm_tcache_current;
+    if (tc != TC_NONE && tc != TC_OFF && tc->homed)
+        home_threads[tc->home] = 1;
+}
+
 static void at_thread_exit(void *arg)
 {
     fm_tcache_t *tc = arg;

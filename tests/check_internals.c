@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -526,6 +527,73 @@ START_TEST(home_arenas_one_per_live_thread)
 }
 END_TEST
 
+/* Whether FM_MEDIUM_ARENAS - 1 new threads alive together with the calling one all have homes
+ * of their own. No Check assertion: it runs in a fork's child. */
+static bool homes_differ_with_new_threads(void)
+{
+    pthread_barrier_t met;
+    unsigned homes[FM_MEDIUM_ARENAS] = {fm_home_arena()};
+    pthread_t t[FM_MEDIUM_ARENAS];
+    if (pthread_barrier_init(&met, NULL, FM_MEDIUM_ARENAS) != 0)
+        return false;
+    for (unsigned i = 1; i < FM_MEDIUM_ARENAS; i++)
+        if (pthread_create(&t[i], NULL, home_of_new_thread, &met) != 0)
+            return false;
+    pthread_barrier_wait(&met);
+    for (unsigned i = 1; i < FM_MEDIUM_ARENAS; i++) {
+        void *home;
+        if (pthread_join(t[i], &home) != 0)
+            return false;
+        homes[i] = (unsigned)(uintptr_t)home - 1u;
+    }
+    pthread_barrier_destroy(&met);
+    for (unsigned i = 0; i < FM_MEDIUM_ARENAS; i++)
+        for (unsigned j = 0; j < i; j++)
+            if (homes[i] == homes[j])
+                return false;
+    return true;
+}
+
+/* Guards the fork child's reset of the home arenas' thread counts (tcache.c,
+ * fm_tcache_fork_child): the parent's other threads do not live on in the child, so the child's
+ * new threads must not be spread as if they did (with the parent's counts, the child's first new
+ * thread shares the forking thread's home). */
+static pthread_barrier_t homed_before_fork, released_after_fork;
+
+static void *homed_across_fork(void *unused)
+{
+    (void)unused;
+    fastmm_free(fastmm_malloc(48));
+    pthread_barrier_wait(&homed_before_fork);
+    pthread_barrier_wait(&released_after_fork);
+    return NULL;
+}
+
+START_TEST(home_arenas_counted_afresh_in_fork_child)
+{
+    fastmm_free(fastmm_malloc(48));
+    pthread_t t[FM_MEDIUM_ARENAS];
+    ck_assert_int_eq(pthread_barrier_init(&homed_before_fork, NULL, FM_MEDIUM_ARENAS), 0);
+    ck_assert_int_eq(pthread_barrier_init(&released_after_fork, NULL, FM_MEDIUM_ARENAS), 0);
+    for (unsigned i = 1; i < FM_MEDIUM_ARENAS; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, homed_across_fork, NULL), 0);
+    pthread_barrier_wait(&homed_before_fork);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        _exit(homes_differ_with_new_threads() ? 0 : 1);
+    pthread_barrier_wait(&released_after_fork);
+    for (unsigned i = 1; i < FM_MEDIUM_ARENAS; i++)
+        ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+    pthread_barrier_destroy(&homed_before_fork);
+    pthread_barrier_destroy(&released_after_fork);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "new threads alive together in a fork's child share a home arena");
+}
+END_TEST
+
 /* Sets the busy rule's threshold (tcache.c, soon_after) and returns the one it replaces: at its
  * top every visit or overflow counts as soon after the previous one, at 1 none does, so that a
  * test does not depend on the machine's speed. */
@@ -910,6 +978,14 @@ int main(void)
     tcase_add_test(tc, small_block_index_exact);
     tcase_add_test(tc, small_span_heads);
     tcase_add_test(tc, home_arenas_one_per_live_thread);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("home_fork");
+#if CHECK_MAJOR_VERSION > 0 || CHECK_MINOR_VERSION >= 11
+    /* CK_EXCLUDE_TAGS=fork-with-threads leaves it out: under qemu-user, fork() with other
+     * threads alive may hang in the emulator (.ci/arch-legs). */
+    tcase_set_tags(tc, "fork-with-threads");
+#endif
+    tcase_add_test(tc, home_arenas_counted_afresh_in_fork_child);
     suite_add_tcase(s, tc);
     tc = tcase_create("small_runs");
     tcase_add_test(tc, small_chain_run_spliced_whole);
