@@ -477,7 +477,6 @@ END_TEST
  * there are no more than arenas, and a thread started after another one exited takes the exited
  * one's home, where its freed blocks are (mstress's rounds of short-lived threads otherwise
  * spread over every arena: more memory touched, a third more page faults). */
-static pthread_barrier_t homes_met;
 
 /* barrier: NULL, or one to wait at before exiting (the thread keeps its home until then) */
 static void *home_of_new_thread(void *barrier)
@@ -489,70 +488,63 @@ static void *home_of_new_thread(void *barrier)
     return (void *)(uintptr_t)(home + 1u);
 }
 
-static unsigned joined_home(pthread_t t)
-{
-    void *home;
-    ck_assert_int_eq(pthread_join(t, &home), 0);
-    return (unsigned)(uintptr_t)home - 1u;
-}
-
 /* The home of a thread that ran and exited. */
 static unsigned home_of_exited_thread(void)
 {
     pthread_t t;
+    void *home;
     ck_assert_int_eq(pthread_create(&t, NULL, home_of_new_thread, NULL), 0);
-    return joined_home(t);
+    ck_assert_int_eq(pthread_join(t, &home), 0);
+    return (unsigned)(uintptr_t)home - 1u;
 }
 
-START_TEST(home_arenas_one_per_live_thread)
-{
-    fastmm_free(fastmm_malloc(48));
-    unsigned homes[FM_MEDIUM_ARENAS] = {fm_home_arena()};
-    pthread_t t[FM_MEDIUM_ARENAS];
-    ck_assert_int_eq(pthread_barrier_init(&homes_met, NULL, FM_MEDIUM_ARENAS), 0);
-    for (unsigned i = 1; i < FM_MEDIUM_ARENAS; i++)
-        ck_assert_int_eq(pthread_create(&t[i], NULL, home_of_new_thread, &homes_met), 0);
-    pthread_barrier_wait(&homes_met);
-    for (unsigned i = 1; i < FM_MEDIUM_ARENAS; i++)
-        homes[i] = joined_home(t[i]);
-    pthread_barrier_destroy(&homes_met);
-    for (unsigned i = 0; i < FM_MEDIUM_ARENAS; i++)
-        for (unsigned j = 0; j < i; j++)
-            ck_assert_msg(homes[i] != homes[j], "threads %u and %u, alive together, share home arena %u", j, i,
-                          homes[i]);
-    unsigned first = home_of_exited_thread();
-    ck_assert_uint_ne(first, homes[0]);
-    for (unsigned i = 0; i < 3; i++)
-        ck_assert_uint_eq(home_of_exited_thread(), first);
-}
-END_TEST
-
-/* Whether FM_MEDIUM_ARENAS - 1 new threads alive together with the calling one all have homes
- * of their own. No Check assertion: it runs in a fork's child. */
-static bool homes_differ_with_new_threads(void)
+/* The calling thread's home in homes[0], and in the rest those of FM_MEDIUM_ARENAS - 1 new
+ * threads alive together with it; false if a thread could not be run. No Check assertion: a
+ * fork's child uses it too. */
+static bool homes_of_live_threads(unsigned homes[FM_MEDIUM_ARENAS])
 {
     pthread_barrier_t met;
-    unsigned homes[FM_MEDIUM_ARENAS] = {fm_home_arena()};
     pthread_t t[FM_MEDIUM_ARENAS];
+    homes[0] = fm_home_arena();
     if (pthread_barrier_init(&met, NULL, FM_MEDIUM_ARENAS) != 0)
         return false;
     for (unsigned i = 1; i < FM_MEDIUM_ARENAS; i++)
         if (pthread_create(&t[i], NULL, home_of_new_thread, &met) != 0)
             return false;
     pthread_barrier_wait(&met);
+    bool joined = true;
     for (unsigned i = 1; i < FM_MEDIUM_ARENAS; i++) {
-        void *home;
-        if (pthread_join(t[i], &home) != 0)
-            return false;
+        void *home = NULL;
+        joined = pthread_join(t[i], &home) == 0 && joined;
         homes[i] = (unsigned)(uintptr_t)home - 1u;
     }
     pthread_barrier_destroy(&met);
-    for (unsigned i = 0; i < FM_MEDIUM_ARENAS; i++)
-        for (unsigned j = 0; j < i; j++)
-            if (homes[i] == homes[j])
-                return false;
-    return true;
+    return joined;
 }
+
+/* Whether two of homes[] are the same one: then homes[*i] and homes[*j], *j < *i. */
+static bool homes_shared(const unsigned homes[FM_MEDIUM_ARENAS], unsigned *i, unsigned *j)
+{
+    for (*i = 1; *i < FM_MEDIUM_ARENAS; ++*i)
+        for (*j = 0; *j < *i; ++*j)
+            if (homes[*i] == homes[*j])
+                return true;
+    return false;
+}
+
+START_TEST(home_arenas_one_per_live_thread)
+{
+    fastmm_free(fastmm_malloc(48));
+    unsigned homes[FM_MEDIUM_ARENAS], i, j;
+    ck_assert_msg(homes_of_live_threads(homes), "could not run %u threads", FM_MEDIUM_ARENAS - 1u);
+    ck_assert_msg(!homes_shared(homes, &i, &j), "threads %u and %u, alive together, share home arena %u", j, i,
+                  homes[i]);
+    unsigned first = home_of_exited_thread();
+    ck_assert_uint_ne(first, homes[0]);
+    for (unsigned k = 0; k < 3; k++)
+        ck_assert_uint_eq(home_of_exited_thread(), first);
+}
+END_TEST
 
 /* Guards the fork child's reset of the home arenas' thread counts (tcache.c,
  * fm_tcache_fork_child): the parent's other threads do not live on in the child, so the child's
@@ -580,8 +572,10 @@ START_TEST(home_arenas_counted_afresh_in_fork_child)
     pthread_barrier_wait(&homed_before_fork);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
-    if (pid == 0)
-        _exit(homes_differ_with_new_threads() ? 0 : 1);
+    if (pid == 0) {
+        unsigned homes[FM_MEDIUM_ARENAS], i, j;
+        _exit(homes_of_live_threads(homes) && !homes_shared(homes, &i, &j) ? 0 : 1);
+    }
     pthread_barrier_wait(&released_after_fork);
     for (unsigned i = 1; i < FM_MEDIUM_ARENAS; i++)
         ck_assert_int_eq(pthread_join(t[i], NULL), 0);
