@@ -929,7 +929,14 @@ static bool walked_free(const void *block)
 START_TEST(test_deferred_free_waits_one_call)
 {
     ck_assert_int_eq(fastmm_error_action(), FASTMM_ON_ERROR_ABORT);
-    fastmm_process_pending_frees(); /* an empty slot and cache */
+    /* blocks of the size in the cache, so that no allocation below refills it (a refill checks
+     * the waiting block first), whatever the runner left there */
+    void *warm[8];
+    for (int i = 0; i < 8; i++)
+        warm[i] = malloc(48);
+    for (int i = 0; i < 8; i++)
+        free(warm[i]);
+    fastmm_process_pending_frees(); /* an empty slot */
     void *a = malloc(48), *b = malloc(48), *other = malloc(200);
     ck_assert(a != NULL && b != NULL && other != NULL);
     uintptr_t a_at = (uintptr_t)launder_ptr(a), b_at = (uintptr_t)launder_ptr(b); /* numbers: freed below */
