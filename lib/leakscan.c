@@ -21,7 +21,8 @@
  *  5. the threads are released, then the arenas.
  * A thread that does not answer within STOP_TIMEOUT_MS (it blocks the signal) is counted as
  * missed: its stack is read whole as an anonymous mapping (dead frames too) where it is one, not
- * at all where it is the main thread's [stack], and what it holds in registers is not seen.
+ * at all where it is the main thread's [stack], and what it holds in registers is not seen. Its
+ * signal stays queued, so the handler stays installed until every signal sent has been taken.
  *
  * Nothing here allocates from this heap: the tables are private mappings (16 bytes and one state
  * byte per block, a run record per stretch of ascending blocks; see map_tables), and the
@@ -34,6 +35,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <link.h>
 #include <linux/futex.h>
 #include <pthread.h>
@@ -508,11 +510,17 @@ static void classify_lost(marker_t *m)
 
 /* ---- stopping the other threads ---- */
 
-enum { SLOT_EMPTY, SLOT_SENT, SLOT_STOPPED, SLOT_RESUMED, SLOT_GONE };
+enum { SLOT_EMPTY, SLOT_SENT, SLOT_CLAIMED, SLOT_STOPPED, SLOT_RESUMED, SLOT_GONE };
+
+/* A slot's state word holds the scan's generation above its kind: a handler can claim only the
+ * slot the scan it stops for filled in, even when its signal was sent by an earlier scan (one that
+ * counted the thread missed) or the slot has since been given to another thread. */
+#define SLOT_KIND_BITS 3
+#define SLOT_KIND_MASK ((1u << SLOT_KIND_BITS) - 1)
 
 typedef struct slot {
     int tid;
-    int state;
+    unsigned state;
     uintptr_t sp;  /* the handler's frame: the signal frame with the saved registers is above it */
     uintptr_t isp; /* the interrupted stack pointer (differs when on an alternate signal stack) */
     uintptr_t tp;  /* the thread pointer: static TLS below it, the descriptor above */
@@ -520,12 +528,26 @@ typedef struct slot {
 
 static slot_t slots[THREADS_MAX];
 static unsigned slot_count;
-static int stopping;    /* a scan wants the threads stopped */
-static int resume_word; /* bumped to release them */
+static int stopping;         /* a scan wants the threads stopped */
+static unsigned resume_word; /* bumped to release them: the generation, kept to a slot word's bits */
+/* Stop signals sent and handlers entered for them: while they differ a signal is pending, or lost
+ * with its thread, and the handler stays installed, for a pending signal's default action is to
+ * end the process. */
+static unsigned signals_sent, signals_taken;
 static struct sigaction previous_action;
 static bool handler_installed;
 
-static long futex(int *word, int op, int value)
+static unsigned slot_word(unsigned generation, unsigned kind)
+{
+    return generation << SLOT_KIND_BITS | kind;
+}
+
+static unsigned slot_kind(const slot_t *slot)
+{
+    return __atomic_load_n(&slot->state, __ATOMIC_SEQ_CST) & SLOT_KIND_MASK;
+}
+
+static long futex(unsigned *word, int op, unsigned value)
 {
     return syscall(SYS_futex, word, op, value, NULL, NULL, 0);
 }
@@ -550,8 +572,6 @@ static int stop_signal(void) { return SIGRTMAX - 2; }
 static void stop_handler(int sig, siginfo_t *info, void *context)
 {
     int saved_errno = errno;
-    /* the generation first: a scan that ends after this load bumps it, so the wait below ends */
-    int generation = __atomic_load_n(&resume_word, __ATOMIC_SEQ_CST);
     bool ours = info != NULL && info->si_code == SI_TKILL && info->si_pid == getpid();
     if (!ours) {
         struct sigaction *p = &previous_action;
@@ -562,28 +582,43 @@ static void stop_handler(int sig, siginfo_t *info, void *context)
         errno = saved_errno;
         return;
     }
+    __atomic_add_fetch(&signals_taken, 1, __ATOMIC_SEQ_CST);
     if (!__atomic_load_n(&stopping, __ATOMIC_SEQ_CST)) {
         errno = saved_errno; /* a late signal of a scan that is over */
         return;
     }
     int tid = (int)syscall(SYS_gettid);
-    slot_t *slot = NULL;
     unsigned n = __atomic_load_n(&slot_count, __ATOMIC_ACQUIRE);
-    for (unsigned i = 0; i < n && slot == NULL; i++)
-        if (slots[i].tid == tid)
-            slot = &slots[i];
-    if (slot == NULL) {
-        errno = saved_errno;
-        return;
+    for (unsigned i = 0; i < n; i++) {
+        slot_t *slot = &slots[i];
+        /* the word before the tid: the scanner writes the tid first, so a word of this scan
+         * comes with this scan's tid, and a slot handed on after the tid test fails the CAS */
+        unsigned word = __atomic_load_n(&slot->state, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&slot->tid, __ATOMIC_SEQ_CST) != tid)
+            continue;
+        if ((word & SLOT_KIND_MASK) != SLOT_SENT)
+            break; /* stopped already by another signal */
+        unsigned generation = word >> SLOT_KIND_BITS;
+        if (!__atomic_compare_exchange_n(&slot->state, &word, slot_word(generation, SLOT_CLAIMED), false,
+                                         __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+            break;
+        volatile uintptr_t here = 0;
+        slot->sp = (uintptr_t)&here;
+        slot->isp = interrupted_sp(context);
+        slot->tp = (uintptr_t)pthread_self();
+        /* compare-and-swaps, not stores: a handler held up past its scan's end must not write
+         * over the word of a later scan's thread */
+        word = slot_word(generation, SLOT_CLAIMED);
+        if (!__atomic_compare_exchange_n(&slot->state, &word, slot_word(generation, SLOT_STOPPED), false,
+                                         __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+            break;
+        while (__atomic_load_n(&resume_word, __ATOMIC_SEQ_CST) == generation)
+            futex(&resume_word, FUTEX_WAIT_PRIVATE, generation);
+        word = slot_word(generation, SLOT_STOPPED);
+        __atomic_compare_exchange_n(&slot->state, &word, slot_word(generation, SLOT_RESUMED), false,
+                                    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+        break;
     }
-    volatile uintptr_t here = 0;
-    slot->sp = (uintptr_t)&here;
-    slot->isp = interrupted_sp(context);
-    slot->tp = (uintptr_t)pthread_self();
-    __atomic_store_n(&slot->state, SLOT_STOPPED, __ATOMIC_SEQ_CST);
-    while (__atomic_load_n(&resume_word, __ATOMIC_SEQ_CST) == generation)
-        futex(&resume_word, FUTEX_WAIT_PRIVATE, generation);
-    __atomic_store_n(&slot->state, SLOT_RESUMED, __ATOMIC_SEQ_CST);
     errno = saved_errno;
 }
 
@@ -637,10 +672,17 @@ static unsigned ask_new_threads(int self)
             if (known || slot_count == THREADS_MAX)
                 continue;
             slot_t *s = &slots[slot_count];
-            *s = (slot_t){tid, SLOT_SENT, 0, 0, 0};
+            unsigned generation = __atomic_load_n(&resume_word, __ATOMIC_SEQ_CST);
+            __atomic_store_n(&s->state, slot_word(generation, SLOT_EMPTY), __ATOMIC_SEQ_CST);
+            __atomic_store_n(&s->tid, tid, __ATOMIC_SEQ_CST);
+            s->sp = s->isp = s->tp = 0;
+            __atomic_store_n(&s->state, slot_word(generation, SLOT_SENT), __ATOMIC_SEQ_CST);
             __atomic_store_n(&slot_count, slot_count + 1, __ATOMIC_RELEASE);
-            if (syscall(SYS_tgkill, pid, tid, stop_signal()) != 0)
-                s->state = SLOT_GONE;
+            __atomic_add_fetch(&signals_sent, 1, __ATOMIC_SEQ_CST);
+            if (syscall(SYS_tgkill, pid, tid, stop_signal()) != 0) {
+                __atomic_sub_fetch(&signals_sent, 1, __ATOMIC_SEQ_CST);
+                __atomic_store_n(&s->state, slot_word(generation, SLOT_GONE), __ATOMIC_SEQ_CST);
+            }
             added++;
         }
     }
@@ -659,26 +701,27 @@ static void stop_threads(fm_scan_t *s)
     /* A stopped thread starts no thread: once all asked have stopped, a last listing is complete. */
     while (ask_new_threads(self) != 0) {
         for (unsigned i = 0; i < slot_count; i++)
-            while (__atomic_load_n(&slots[i].state, __ATOMIC_SEQ_CST) == SLOT_SENT && fm_os_time_ms() < deadline)
+            while (slot_kind(&slots[i]) <= SLOT_CLAIMED && fm_os_time_ms() < deadline)
                 fm_os_yield();
     }
     for (unsigned i = 0; i < slot_count; i++) {
-        int st = __atomic_load_n(&slots[i].state, __ATOMIC_SEQ_CST);
-        s->threads_stopped += st == SLOT_STOPPED;
-        s->threads_missed += st == SLOT_SENT;
+        unsigned kind = slot_kind(&slots[i]);
+        s->threads_stopped += kind == SLOT_STOPPED;
+        s->threads_missed += kind == SLOT_SENT || kind == SLOT_CLAIMED;
     }
 }
 
-static void resume_threads(const fm_scan_t *s)
+static void resume_threads(void)
 {
     __atomic_store_n(&stopping, 0, __ATOMIC_SEQ_CST);
-    __atomic_add_fetch(&resume_word, 1, __ATOMIC_SEQ_CST);
+    unsigned next = (__atomic_load_n(&resume_word, __ATOMIC_SEQ_CST) + 1) & (UINT_MAX >> SLOT_KIND_BITS);
+    __atomic_store_n(&resume_word, next, __ATOMIC_SEQ_CST);
     futex(&resume_word, FUTEX_WAKE_PRIVATE, 0x7fffffff);
     for (unsigned i = 0; i < slot_count; i++)
-        while (__atomic_load_n(&slots[i].state, __ATOMIC_SEQ_CST) == SLOT_STOPPED)
+        while (slot_kind(&slots[i]) == SLOT_STOPPED)
             fm_os_yield();
-    /* A missed thread still has the signal pending: the handler stays to swallow it. */
-    if (handler_installed && s->threads_missed == 0) {
+    if (handler_installed && __atomic_load_n(&signals_taken, __ATOMIC_SEQ_CST) ==
+                                 __atomic_load_n(&signals_sent, __ATOMIC_SEQ_CST)) {
         sigaction(stop_signal(), &previous_action, NULL);
         handler_installed = false;
     }
@@ -778,7 +821,7 @@ static bool is_stack(const range_t *r, uintptr_t self_sp)
         return true;
     for (unsigned i = 0; i < slot_count; i++) {
         uintptr_t sp = slots[i].sp, isp = slots[i].isp;
-        if (__atomic_load_n(&slots[i].state, __ATOMIC_SEQ_CST) == SLOT_STOPPED &&
+        if (slot_kind(&slots[i]) == SLOT_STOPPED &&
             ((sp >= r->lo && sp < r->hi) || (isp >= r->lo && isp < r->hi)))
             return true;
     }
@@ -864,7 +907,7 @@ static void mark_roots(marker_t *m, uintptr_t self_sp, size_t tls_size, const ra
     mark_anonymous(m, self_sp, skip, skip_count);
     mark_thread(m, self_sp, 0, (uintptr_t)pthread_self(), tls_size);
     for (unsigned i = 0; i < slot_count; i++)
-        if (__atomic_load_n(&slots[i].state, __ATOMIC_SEQ_CST) == SLOT_STOPPED)
+        if (slot_kind(&slots[i]) == SLOT_STOPPED)
             mark_thread(m, slots[i].sp, slots[i].isp, slots[i].tp, tls_size);
     drain(m);
 }
@@ -942,7 +985,7 @@ bool fm_leak_scan(fm_scan_t *s, void (*classified)(fm_scan_t *s, void *arg), voi
         classified(s, arg);
     }
     /* 5. */
-    resume_threads(s);
+    resume_threads();
     unlock_heap();
     return s->complete;
 }

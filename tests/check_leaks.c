@@ -13,8 +13,14 @@
  * log and the handler, not standard error), which is how their kind is checked.
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "check_suites.h"
 
@@ -319,6 +325,85 @@ START_TEST(test_leak_check_while_threads_run)
 }
 END_TEST
 
+/* Guards the stop signal's handler against the signals a scan leaves pending: a thread that
+ * blocks the signal through one check (counted missed) and takes it during the next has that
+ * check's signal still queued when the check ends. The handler must stay installed until that
+ * signal is taken (the default action of a real-time signal ends the process), then the
+ * program's own disposition comes back. */
+static int blocker_phase; /* 1: blocking; 2: first check over; 3: counted, second check starts; 4: done */
+
+/* The signals queued for this user (the first number of SigQ in /proc/self/status). Read with
+ * no allocation: the check holds the heap's locks while it waits for the threads. */
+static long queued_signals(void)
+{
+    char buf[4096];
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    const char *line = strstr(buf, "\nSigQ:");
+    return line == NULL ? -1 : strtol(line + 6, NULL, 10);
+}
+
+static bool blocker_saw_second_signal;
+
+static void *blocker(void *arg)
+{
+    (void)arg;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGRTMAX - 2);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    __atomic_store_n(&blocker_phase, 1, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&blocker_phase, __ATOMIC_SEQ_CST) < 2)
+        usleep(1000);
+    /* the first check's signal is queued; the second check's arrives while it waits for us */
+    long before = queued_signals();
+    __atomic_store_n(&blocker_phase, 3, __ATOMIC_SEQ_CST);
+    for (int ms = 0; ms < 5000 && !blocker_saw_second_signal; ms++) {
+        blocker_saw_second_signal = before >= 0 && queued_signals() > before;
+        if (!blocker_saw_second_signal)
+            usleep(1000);
+    }
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    while (__atomic_load_n(&blocker_phase, __ATOMIC_SEQ_CST) < 4)
+        usleep(1000);
+    return NULL;
+}
+
+START_TEST(test_leak_check_signal_left_pending)
+{
+    struct sigaction before, after;
+    ck_assert_int_eq(sigaction(SIGRTMAX - 2, NULL, &before), 0);
+    ck_assert_msg(before.sa_handler == SIG_DFL, "the stop signal has a handler before any check");
+    pthread_t t;
+    blocker_phase = 0;
+    ck_assert_int_eq(pthread_create(&t, NULL, blocker, NULL), 0);
+    while (__atomic_load_n(&blocker_phase, __ATOMIC_SEQ_CST) < 1)
+        usleep(1000);
+    plant_definite();
+    check_now(); /* the blocker does not stop: its signal stays queued */
+    __atomic_store_n(&blocker_phase, 2, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&blocker_phase, __ATOMIC_SEQ_CST) < 3)
+        usleep(1000);
+    check_now(); /* the blocker takes the first signal and stops; the second one waits */
+    expect_kind(SHOW(hidden_definite), FASTMM_LEAK_DEFINITELY_LOST, 1, "a lost block, the blocker stopped");
+    __atomic_store_n(&blocker_phase, 4, __ATOMIC_SEQ_CST);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    if (!blocker_saw_second_signal)
+        fprintf(stderr, "check_leaks: SigQ did not count the second check's signal here; "
+                        "the blocker took both signals after that check\n");
+    check_now(); /* every signal sent is taken now: the handler goes */
+    ck_assert_int_eq(sigaction(SIGRTMAX - 2, NULL, &after), 0);
+    ck_assert_msg(after.sa_handler == SIG_DFL, "the stop signal's handler outlived the checks");
+    free(SHOW(hidden_definite));
+}
+END_TEST
+
 Suite *suite_leaks(void)
 {
     Suite *s = suite_create("leaks");
@@ -341,6 +426,7 @@ Suite *suite_leaks(void)
     tcase_set_tags(tc, "scan-with-threads");
 #endif
     tcase_add_test(tc, test_leak_check_while_threads_run);
+    tcase_add_test(tc, test_leak_check_signal_left_pending);
     suite_add_tcase(s, tc);
     return s;
 }
