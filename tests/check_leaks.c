@@ -13,6 +13,7 @@
  * log and the handler, not standard error), which is how their kind is checked.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -375,11 +376,29 @@ static void *blocker(void *arg)
     return NULL;
 }
 
+/* How many threads /proc/self/task lists: under qemu-user its own threads too, which never take
+ * a signal, so that every check counts one missed and the handler stays. */
+static int tasks_listed(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    if (d != NULL)
+        closedir(d);
+    return n;
+}
+
 START_TEST(test_leak_check_signal_left_pending)
 {
     struct sigaction before, after;
     ck_assert_int_eq(sigaction(SIGRTMAX - 2, NULL, &before), 0);
     ck_assert_msg(before.sa_handler == SIG_DFL, "the stop signal has a handler before any check");
+    if (tasks_listed() != 1) {
+        fprintf(stderr, "check_leaks: /proc/self/task lists threads this process did not start (qemu-user's); "
+                        "skipped\n");
+        return;
+    }
     pthread_t t;
     blocker_phase = 0;
     ck_assert_int_eq(pthread_create(&t, NULL, blocker, NULL), 0);
