@@ -19,8 +19,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "check_suites.h"
@@ -352,6 +350,12 @@ static long queued_signals(void)
 
 static bool blocker_saw_second_signal;
 
+static void wait_for_phase(int phase)
+{
+    while (__atomic_load_n(&blocker_phase, __ATOMIC_SEQ_CST) < phase)
+        usleep(1000);
+}
+
 static void *blocker(void *arg)
 {
     (void)arg;
@@ -360,8 +364,7 @@ static void *blocker(void *arg)
     sigaddset(&set, SIGRTMAX - 2);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     __atomic_store_n(&blocker_phase, 1, __ATOMIC_SEQ_CST);
-    while (__atomic_load_n(&blocker_phase, __ATOMIC_SEQ_CST) < 2)
-        usleep(1000);
+    wait_for_phase(2);
     /* the first check's signal is queued; the second check's arrives while it waits for us */
     long before = queued_signals();
     __atomic_store_n(&blocker_phase, 3, __ATOMIC_SEQ_CST);
@@ -371,8 +374,7 @@ static void *blocker(void *arg)
             usleep(1000);
     }
     pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-    while (__atomic_load_n(&blocker_phase, __ATOMIC_SEQ_CST) < 4)
-        usleep(1000);
+    wait_for_phase(4);
     return NULL;
 }
 
@@ -402,13 +404,11 @@ START_TEST(test_leak_check_signal_left_pending)
     pthread_t t;
     blocker_phase = 0;
     ck_assert_int_eq(pthread_create(&t, NULL, blocker, NULL), 0);
-    while (__atomic_load_n(&blocker_phase, __ATOMIC_SEQ_CST) < 1)
-        usleep(1000);
+    wait_for_phase(1);
     plant_definite();
     check_now(); /* the blocker does not stop: its signal stays queued */
     __atomic_store_n(&blocker_phase, 2, __ATOMIC_SEQ_CST);
-    while (__atomic_load_n(&blocker_phase, __ATOMIC_SEQ_CST) < 3)
-        usleep(1000);
+    wait_for_phase(3);
     check_now(); /* the blocker takes the first signal and stops; the second one waits */
     expect_kind(SHOW(hidden_definite), FASTMM_LEAK_DEFINITELY_LOST, 1, "a lost block, the blocker stopped");
     __atomic_store_n(&blocker_phase, 4, __ATOMIC_SEQ_CST);
