@@ -16,6 +16,11 @@
 
 void *fm_os_map(size_t size);                     /* chunk-aligned, zeroed; NULL on failure */
 void fm_os_unmap(void *p, size_t size);
+/* The allocator's own tables (the ownership map, thread caches, size records): page-aligned,
+ * zeroed, between two no-access pages. A program that runs off the end of a block next to them,
+ * or maps over the pages around a block (glibc's tst-free-errno does), hits a fence, not them. */
+void *fm_os_map_fenced(size_t size);
+void fm_os_unmap_fenced(void *p, size_t size);
 bool fm_os_grow_in_place(void *p, size_t old_size, size_t new_size);
 /* Page moves (mremap): reserve a chunk-aligned target, then move onto it, or drop it. */
 void *fm_os_move_target(size_t old_size, size_t new_size);

@@ -92,6 +92,32 @@ void fm_os_unmap(void *p, size_t size)
     fm_sub_relaxed(&mapped_bytes, size);
 }
 
+/* The fences are mapped no-access first and the middle opened, so that there is never a moment
+ * when a fence page is writable. Only the middle is accounted: the fences never take memory. */
+void *fm_os_map_fenced(size_t size)
+{
+    if (!account_map(size)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    size_t page = fm_os_page_size();
+    char *p = mmap(NULL, size + 2 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p != MAP_FAILED && mprotect(p + page, size, PROT_READ | PROT_WRITE) == 0)
+        return p + page;
+    if (p != MAP_FAILED)
+        munmap(p, size + 2 * page);
+    fm_sub_relaxed(&mapped_bytes, size);
+    errno = ENOMEM;
+    return NULL;
+}
+
+void fm_os_unmap_fenced(void *p, size_t size)
+{
+    size_t page = fm_os_page_size();
+    munmap((char *)p - page, size + 2 * page);
+    fm_sub_relaxed(&mapped_bytes, size);
+}
+
 bool fm_os_grow_in_place(void *p, size_t old_size, size_t new_size)
 {
     if (!account_map(new_size - old_size))

@@ -7,8 +7,9 @@
  * region, and the region then checks the exact block position. Regions are chunk-aligned
  * (os.h), so a chunk never belongs to two of them.
  *
- * Two levels: a static top table (BSS, touched lazily) of leaves mapped on first use. Leaves are
- * never unmapped; one leaf covers 4 GiB of address space on 64-bit.
+ * Two levels: a static top table (BSS, touched lazily) of leaves mapped on first use, each between
+ * no-access fences (os.h), since a leaf's mapping often lands right below a large block's. Leaves
+ * are never unmapped; one leaf covers 4 GiB of address space on 64-bit.
  */
 #include "internal.h"
 
@@ -27,12 +28,12 @@ static uintptr_t *leaf_for(size_t chunk, bool create)
     uintptr_t *leaf = fm_load_acquire(&top[t]);
     if (leaf != NULL || !create)
         return leaf;
-    uintptr_t *fresh = fm_os_map(LEAF_BYTES);
+    uintptr_t *fresh = fm_os_map_fenced(LEAF_BYTES);
     if (fresh == NULL)
         return NULL;
     uintptr_t *expected = NULL;
     if (!fm_cas_acq_rel(&top[t], &expected, fresh)) {
-        fm_os_unmap(fresh, LEAF_BYTES); /* another thread installed this leaf first */
+        fm_os_unmap_fenced(fresh, LEAF_BYTES); /* another thread installed this leaf first */
         return expected;
     }
     return fresh;

@@ -200,7 +200,7 @@ static fm_tcache_t *pool_take(void)
             pool_kept--;
     } else {
         if ((size_t)(pool_end - pool_next) < sizeof(fm_tcache_t)) {
-            pool_next = fm_os_map(FM_OS_CHUNK);
+            pool_next = fm_os_map_fenced(FM_OS_CHUNK);
             pool_end = pool_next != NULL ? pool_next + FM_OS_CHUNK : NULL;
         }
         if (pool_next != NULL) {

@@ -42,7 +42,7 @@ static void put(size_entry_t *t, size_t capacity, uintptr_t key, size_t requeste
 static void grow(void)
 {
     size_t capacity = table_capacity ? table_capacity * 2 : 65536;
-    size_entry_t *t = fm_os_map(fm_align_up(capacity * sizeof *t, FM_OS_CHUNK));
+    size_entry_t *t = fm_os_map_fenced(capacity * sizeof *t);
     if (t == NULL)
         return;
     for (size_t i = 0; i < capacity; i++)
@@ -51,7 +51,7 @@ static void grow(void)
         if (live(&table[i]))
             put(t, capacity, table[i].key, table[i].requested);
     if (table != NULL)
-        fm_os_unmap(table, fm_align_up(table_capacity * sizeof *table, FM_OS_CHUNK));
+        fm_os_unmap_fenced(table, table_capacity * sizeof *table);
     table = t;
     table_capacity = capacity;
 }

@@ -956,6 +956,68 @@ START_TEST(large_retain_budget_scales_with_heap)
 }
 END_TEST
 
+/* The mapping of /proc/self/maps that holds address a: its bounds and permissions ("rw-p"). */
+static bool mapping_of(uintptr_t a, uintptr_t *start, uintptr_t *end, char perms[5])
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f) != NULL) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) == 3 && a >= lo && a < hi)
+            *start = lo, *end = hi, found = true;
+    }
+    fclose(f);
+    return found;
+}
+
+/* The writable mapping at exactly [p, p + size), or the one holding p when size is 0, has a
+ * no-access page on either side. */
+static void assert_fenced(const char *what, const void *p, size_t size)
+{
+    uintptr_t start, end, s2, e2;
+    char perms[5];
+    ck_assert_msg(mapping_of((uintptr_t)p, &start, &end, perms), "%s %p: not mapped", what, p);
+    ck_assert_msg(perms[0] == 'r' && perms[1] == 'w', "%s %p: %s", what, p, perms);
+    if (size != 0)
+        ck_assert_msg(start == (uintptr_t)p && end == (uintptr_t)p + size,
+                      "%s %p: mapping %#lx-%#lx, not exactly its %zu bytes", what, p, (unsigned long)start,
+                      (unsigned long)end, size);
+    ck_assert_msg(mapping_of(start - 1, &s2, &e2, perms) && strcmp(perms, "---p") == 0,
+                  "%s %p: the page before it is %s", what, p, mapping_of(start - 1, &s2, &e2, perms) ? perms : "unmapped");
+    ck_assert_msg(mapping_of(end, &s2, &e2, perms) && strcmp(perms, "---p") == 0,
+                  "%s %p: the page after it is %s", what, p, mapping_of(end, &s2, &e2, perms) ? perms : "unmapped");
+}
+
+/* Guards the fences around the allocator's own tables (os.h, fm_os_map_fenced): each leaf of
+ * the ownership map, and the chunk of thread caches, lies between no-access pages. Without them
+ * a leaf is often mapped right below a large block, and a program that maps over the page before
+ * its block (glibc's tst-free-errno) or runs off its end zeroes the entries that say which
+ * memory is the heap's: its next free is refused as "not inside any memory of this heap". */
+START_TEST(allocator_tables_fenced)
+{
+    void *big = fastmm_malloc((size_t)16 << 20);
+    void *small = fastmm_malloc(100);
+    ck_assert_ptr_nonnull(big);
+    ck_assert_ptr_nonnull(small);
+    fastmm_free(small); /* the first free makes this thread's cache */
+    unsigned leaves = 0;
+    for (size_t t = 0; t < ((size_t)1 << FM_PAGEMAP_TOP_BITS); t++) {
+        const uintptr_t *leaf = fm_load_acquire(&fm_pagemap_top[t]);
+        if (leaf != NULL) {
+            assert_fenced("pagemap leaf", leaf, ((size_t)1 << FM_PAGEMAP_LEAF_BITS) * sizeof *leaf);
+            leaves++;
+        }
+    }
+    ck_assert_uint_ge(leaves, 1);
+    fm_tcache_t *tc = fm_tcache_current;
+    ck_assert_msg(FM_TCACHE_USABLE(tc), "no thread cache after a free");
+    assert_fenced("thread cache chunk", tc, 0);
+    fastmm_free(big);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("internals");
@@ -972,6 +1034,7 @@ int main(void)
     tcase_add_test(tc, small_block_index_exact);
     tcase_add_test(tc, small_span_heads);
     tcase_add_test(tc, home_arenas_one_per_live_thread);
+    tcase_add_test(tc, allocator_tables_fenced);
     suite_add_tcase(s, tc);
     tc = tcase_create("home_fork");
 #if CHECK_MAJOR_VERSION > 0 || CHECK_MINOR_VERSION >= 11
