@@ -170,7 +170,9 @@ static void release_uncoalesced_span(fm_medium_manager_t *m, fm_medium_span_t *s
  * all of it but the pages holding its header, bin links, stamp and boundary tag); one that is
  * reused within the delay keeps its pages, so a program that frees and reallocates big blocks
  * at a high rate pays no page faults for it (giving back every such block at once makes a
- * medium-size sweep 28x slower: every reuse faults its pages in again, ~15 us each).
+ * medium-size sweep 28x slower: every reuse faults its pages in again, ~15 us each). The delay
+ * is long enough for an interpreter's next round of work to find the region it freed still
+ * resident, short enough that the peak of a program that frees and moves on stays low.
  * Debug blocks are never given back: their freed pattern is checked on reuse.
  * The free block records when it was freed in the word after its bin links (PURGED: given back
  * already); merging makes a new block with a new stamp. At most one pass per delay, started by
@@ -178,7 +180,7 @@ static void release_uncoalesced_span(fm_medium_manager_t *m, fm_medium_span_t *s
  * whose lock is free at that moment. malloc_trim gives back the pages inside every free block
  * of 4 pages or more at once. */
 #define PURGE_MIN_BLOCK ((size_t)128 << 10)
-#define PURGE_DELAY_MS 10u
+#define PURGE_DELAY_MS 30u
 #define PURGED UINT64_MAX
 
 /* Whether a stamp of the coarse clock is at least min_age old at `now`. A stamp may lie ahead

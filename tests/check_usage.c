@@ -200,7 +200,7 @@ static size_t resident_inside(const void *p, size_t size)
 }
 
 /* Guards the decay of big free medium blocks (medium.c): a free block of 128 KiB or more that
- * stays free for 10 ms has its pages given back at the next free that leaves such a block in
+ * stays free for 30 ms has its pages given back at the next free that leaves such a block in
  * its arena, and the blocks around it keep their contents; one freed just now keeps its pages
  * (a program reusing it soon pays no page faults). malloc_trim gives the pages back at once.
  * Fails if the pass never runs, gives back too early, or touches a neighbour. */
@@ -242,10 +242,10 @@ START_TEST(test_big_free_medium_pages_decay)
     memset(trigger, 1, big);
     for (int i = 0; i < N; i++)
         free(blocks[i]);
-    settle_frees(); /* the last one too, 40 ms before the trigger */
-    struct timespec pause = {0, 40 * 1000 * 1000};
+    settle_frees(); /* the last one too, 60 ms before the trigger */
+    struct timespec pause = {0, 60 * 1000 * 1000};
     nanosleep(&pause, NULL);
-    free(trigger); /* leaves a big free block: the due pass gives back the ones 40 ms old */
+    free(trigger); /* leaves a big free block: the due pass gives back the ones 60 ms old */
     settle_frees();
     size_t resident = 0;
     for (int i = 0; i < N; i++)
