@@ -972,11 +972,18 @@ static bool mapping_of(uintptr_t a, uintptr_t *start, uintptr_t *end, char perms
     return found;
 }
 
+/* The permissions of the mapping that holds address a, or "unmapped". */
+static const char *perms_at(uintptr_t a, char perms[5])
+{
+    uintptr_t start, end;
+    return mapping_of(a, &start, &end, perms) ? perms : "unmapped";
+}
+
 /* The writable mapping at exactly [p, p + size), or the one holding p when size is 0, has a
  * no-access page on either side. */
 static void assert_fenced(const char *what, const void *p, size_t size)
 {
-    uintptr_t start, end, s2, e2;
+    uintptr_t start, end;
     char perms[5];
     ck_assert_msg(mapping_of((uintptr_t)p, &start, &end, perms), "%s %p: not mapped", what, p);
     ck_assert_msg(perms[0] == 'r' && perms[1] == 'w', "%s %p: %s", what, p, perms);
@@ -984,10 +991,10 @@ static void assert_fenced(const char *what, const void *p, size_t size)
         ck_assert_msg(start == (uintptr_t)p && end == (uintptr_t)p + size,
                       "%s %p: mapping %#lx-%#lx, not exactly its %zu bytes", what, p, (unsigned long)start,
                       (unsigned long)end, size);
-    ck_assert_msg(mapping_of(start - 1, &s2, &e2, perms) && strcmp(perms, "---p") == 0,
-                  "%s %p: the page before it is %s", what, p, mapping_of(start - 1, &s2, &e2, perms) ? perms : "unmapped");
-    ck_assert_msg(mapping_of(end, &s2, &e2, perms) && strcmp(perms, "---p") == 0,
-                  "%s %p: the page after it is %s", what, p, mapping_of(end, &s2, &e2, perms) ? perms : "unmapped");
+    const char *below = perms_at(start - 1, perms);
+    ck_assert_msg(strcmp(below, "---p") == 0, "%s %p: the page before it is %s", what, p, below);
+    const char *above = perms_at(end, perms);
+    ck_assert_msg(strcmp(above, "---p") == 0, "%s %p: the page after it is %s", what, p, above);
 }
 
 /* Whether /proc/self/maps shows both no-access pages around a writable one (qemu-user, which
@@ -998,10 +1005,9 @@ static bool maps_shows_fences(void)
     char *p = mmap(NULL, 3 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     ck_assert_ptr_ne(p, MAP_FAILED);
     ck_assert_int_eq(mprotect(p + page, page, PROT_READ | PROT_WRITE), 0);
-    uintptr_t start, end;
-    char below[5] = "", above[5] = "";
-    bool shown = mapping_of((uintptr_t)p, &start, &end, below) && strcmp(below, "---p") == 0 &&
-                 mapping_of((uintptr_t)p + 2 * page, &start, &end, above) && strcmp(above, "---p") == 0;
+    char perms[5];
+    bool shown = strcmp(perms_at((uintptr_t)p, perms), "---p") == 0 &&
+                 strcmp(perms_at((uintptr_t)p + 2 * page, perms), "---p") == 0;
     munmap(p, 3 * page);
     return shown;
 }
