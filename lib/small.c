@@ -394,51 +394,77 @@ static unsigned feed_try_many(fm_small_manager_t *m, void **chain, unsigned want
     }
 }
 
+/* From m, locked: its free blocks, else its feed, else a new span's (0 only when the OS refused
+ * memory). */
+static unsigned refill_locked(fm_small_manager_t *m, void **chain, unsigned want, unsigned most)
+{
+    unsigned n = take_many_locked(m, chain, want, most);
+    if (n == 0)
+        n = feed_try_many(m, chain, want);
+    if (n == 0) {
+        void *b = new_span_locked(m);
+        if (b != NULL) {
+            fm_flags_set(b, fm_flags_get(b) | FM_FLAG_FREE);
+            n = feed_try_many(m, chain, want - 1) + 1;
+            fm_link_set(b, *chain);
+            *chain = b;
+        }
+    }
+    return n;
+}
+
+/* m's free blocks, if it has some and its lock is free. */
+static unsigned take_try(fm_small_manager_t *m, void **chain, unsigned want, unsigned most)
+{
+    unsigned n = 0;
+    if ((fm_load_relaxed(&m->pending) != NULL || fm_load_relaxed(&m->partial_head) != NULL) &&
+        fm_lock_try(&m->lock)) {
+        n = take_many_locked(m, chain, want, most);
+        fm_lock_release(&m->lock);
+    }
+    return n;
+}
+
 /* The blocks are handed out unvetted: the thread cache vets each one as it pops it (a freed
  * debug block's pattern, a plain block's flag word), as it vets the blocks other threads'
  * caches pass it.
  *
- * A thread's refills start at its home arena (fm_home_arena, as the medium arenas' scans do),
- * not at arena 0 as FastMM5's single allocations: with every thread starting at arena 0, all
- * threads' blocks of a class come from the same spans, neighbours in one cache line belong to
- * different threads, and each free or reuse by one thread takes the line from the other's CPU
- * (server-style programs such as larson). */
+ * A thread's refills come from its home arena (fm_home_arena, as the medium arenas' scans do):
+ * its free blocks, its feed, then the other arenas' free blocks (memory to reuse), then a new
+ * span at home; another arena's feed only while another thread holds the home arena's lock or
+ * when the OS refuses the span.
+ * FastMM5's single allocations take another arena's feed before a new span; for the caches
+ * that would put two threads' new blocks side by side in one span, and a block's flag word lies
+ * in the last bytes of its neighbour, so each free or reuse by one thread would read or write a
+ * line the other thread's CPU holds (glibc's bench-malloc-thread, larson). */
 unsigned fm_small_alloc_batch(unsigned class_index, void **chain, unsigned want, unsigned most)
 {
     *chain = NULL;
-    unsigned first = fm_home_arena();
+    unsigned home = fm_home_arena();
+    fm_small_manager_t *own = &fm_small_managers[home][class_index];
     for (;;) {
-        for (unsigned i = 0; i < FM_SMALL_ARENAS; i++) {
-            fm_small_manager_t *m = &fm_small_managers[(first + i) % FM_SMALL_ARENAS][class_index];
-            if ((fm_load_relaxed(&m->pending) != NULL || fm_load_relaxed(&m->partial_head) != NULL) &&
-                fm_lock_try(&m->lock)) {
-                unsigned n = take_many_locked(m, chain, want, most);
-                fm_lock_release(&m->lock);
-                if (n != 0)
-                    return n;
-            }
-            unsigned n = feed_try_many(m, chain, want);
-            if (n != 0)
-                return n;
+        unsigned n = take_try(own, chain, want, most);
+        if (n == 0)
+            n = feed_try_many(own, chain, want);
+        for (unsigned i = 1; n == 0 && i < FM_SMALL_ARENAS; i++)
+            n = take_try(&fm_small_managers[(home + i) % FM_SMALL_ARENAS][class_index], chain, want, most);
+        if (n != 0)
+            return n;
+        if (fm_lock_try(&own->lock)) {
+            n = refill_locked(own, chain, want, most);
+            fm_lock_release(&own->lock);
+            /* 0: the OS refused a span; the other arenas' feeds, if any, before giving up */
+            for (unsigned i = 1; n == 0 && i < FM_SMALL_ARENAS; i++)
+                n = feed_try_many(&fm_small_managers[(home + i) % FM_SMALL_ARENAS][class_index], chain, want);
+            return n;
         }
-        for (unsigned i = 0; i < FM_SMALL_ARENAS; i++) {
-            fm_small_manager_t *m = &fm_small_managers[(first + i) % FM_SMALL_ARENAS][class_index];
+        for (unsigned i = 1; i < FM_SMALL_ARENAS; i++) {
+            fm_small_manager_t *m = &fm_small_managers[(home + i) % FM_SMALL_ARENAS][class_index];
             if (!fm_lock_try(&m->lock))
                 continue;
-            unsigned n = take_many_locked(m, chain, want, most);
-            if (n == 0)
-                n = feed_try_many(m, chain, want);
-            if (n == 0) {
-                void *b = new_span_locked(m);
-                if (b != NULL) {
-                    fm_flags_set(b, fm_flags_get(b) | FM_FLAG_FREE);
-                    n = feed_try_many(m, chain, want - 1) + 1;
-                    fm_link_set(b, *chain);
-                    *chain = b;
-                }
-            }
+            n = refill_locked(m, chain, want, most);
             fm_lock_release(&m->lock);
-            return n; /* 0 only when the OS refused memory */
+            return n;
         }
         fm_add_relaxed(&contention, 1);
         fm_os_yield();

@@ -295,6 +295,53 @@ START_TEST(medium_big_request_served_by_home_arena)
 }
 END_TEST
 
+/* A new thread's first block of `size` bytes (its cache and its home come with it). */
+typedef struct small_block_run {
+    size_t size;
+    void *block;
+    unsigned home;
+} small_block_run_t;
+
+static void *small_block_of_new_thread(void *arg)
+{
+    small_block_run_t *r = arg;
+    r->block = fastmm_malloc(r->size);
+    r->home = fm_home_arena();
+    return NULL;
+}
+
+static const fm_small_manager_t *small_manager_of(const void *p)
+{
+    return fm_small_span_named(p, fm_flags_get(p))->manager;
+}
+
+/* Guards the thread caches' refills (small.c, fm_small_alloc_batch): a thread's small blocks
+ * come from its home arena, from a new span there, even when another thread's arena has a feed
+ * of that class: from the other arena's feed, the two threads' blocks would be neighbours,
+ * and each free would read a flag word in a line the other thread writes. */
+START_TEST(small_refill_served_by_home_arena)
+{
+    const size_t size = 360;
+    unsigned c = fm_small_class_of(size);
+    fastmm_free(fastmm_malloc(16));
+    unsigned home = fm_home_arena();
+    void *keep = fastmm_malloc(size); /* the home arena's span of the class, with its feed */
+    ck_assert_ptr_nonnull(keep);
+    ck_assert_ptr_eq(small_manager_of(keep), &fm_small_managers[home][c]);
+    small_block_run_t other = {size, NULL, 0};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, small_block_of_new_thread, &other), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_ptr_nonnull(other.block);
+    if (other.home == home)
+        fprintf(stdout, "small_refill_served_by_home_arena: both threads have home arena %u; skipped\n", home);
+    else
+        ck_assert_ptr_eq(small_manager_of(other.block), &fm_small_managers[other.home][c]);
+    fastmm_free(other.block);
+    fastmm_free(keep);
+}
+END_TEST
+
 /* Guards: in a heap of over 96 MiB (the kept mappings' budget above its floor), a kept mapping
  * reused by a smaller block keeps its pages when that block is freed, even with one thread: the
  * budget bounds the kept mappings whichever pages they hold, and a trim would make the next
@@ -741,19 +788,30 @@ START_TEST(tcache_busy_medium_budget_widens)
 }
 END_TEST
 
-/* Small blocks of one class straight from the arenas (no thread cache), sorted by span: at
- * least `want` of them share the first block's span, and `others` holds up to `want` blocks of
- * another span of the class (the next one made, when the first fills up). */
 #define RUN_CLASS_REQUEST 1000
 static fm_small_span_t *span_of(void *p) { return fm_small_span_named(p, fm_flags_get(p)); }
 
+/* A block a batch handed out, made live as the cache's pop leaves it. */
+static void as_popped(void *p) { fm_flags_set(p, fm_flags_get(p) & ~FM_FLAG_FREE); }
+
+/* One live block of class c from a batch of one: from the arena the tests' later batches read. */
+static void *arena_block(unsigned c)
+{
+    void *p;
+    ck_assert_uint_eq(fm_small_alloc_batch(c, &p, 1, 1), 1);
+    as_popped(p);
+    return p;
+}
+
+/* Small blocks of one class straight from the arenas (no thread cache), sorted by span: at
+ * least `want` of them share the first block's span, and `others` holds up to `want` blocks of
+ * another span of the class (the next one made, when the first fills up). */
 static unsigned run_blocks(unsigned c, void **same, unsigned want, void **others, unsigned *n_others)
 {
     unsigned n = 0, o = 0;
     fm_small_span_t *first = NULL;
     while (n < want || (others != NULL && o < want)) {
-        void *p = fm_small_alloc(c);
-        ck_assert_ptr_nonnull(p);
+        void *p = arena_block(c);
         if (first == NULL)
             first = span_of(p);
         if (span_of(p) == first && n < want)
@@ -787,9 +845,6 @@ static fm_small_span_t *span_with_run_freed(unsigned c, void **b, unsigned n, ui
     fm_small_free_chain(chain_of(b, n));
     return s;
 }
-
-/* A block a batch handed out, made live as the cache's pop leaves it. */
-static void as_popped(void *p) { fm_flags_set(p, fm_flags_get(p) & ~FM_FLAG_FREE); }
 
 /* Guards the flush of a run of neighbours (small.c, fm_small_free_chain): a chain of one span's
  * blocks is spliced onto the span's free list whole, in its own order, on top of the list, with
@@ -908,10 +963,8 @@ START_TEST(small_chain_runs_split_by_span)
         mixed[2 * i + 1] = o[i];
     }
     /* run_blocks left a block of sa allocated (the one whose span changed); one more of so */
-    for (void *extra = NULL; extra == NULL || span_of(extra) != so;) {
-        extra = fm_small_alloc(c);
-        ck_assert_ptr_nonnull(extra);
-    }
+    for (void *extra = NULL; extra == NULL || span_of(extra) != so;)
+        extra = arena_block(c);
     uint32_t in_a = sa->blocks_in_use, in_o = so->blocks_in_use;
     fm_small_free_chain(chain_of(mixed, 6));
     ck_assert_uint_eq(sa->blocks_in_use, in_a - 3);
@@ -1052,6 +1105,7 @@ int main(void)
     tcase_add_test(tc, medium_cache_bin_matches_arena_bin);
     tcase_add_test(tc, medium_block_bin_inline_matches);
     tcase_add_test(tc, medium_big_request_served_by_home_arena);
+    tcase_add_test(tc, small_refill_served_by_home_arena);
     tcase_add_test(tc, first_free_makes_thread_cache);
     tcase_add_test(tc, tcache_overflow_gives_back_top);
     tcase_add_test(tc, tcache_medium_overflow_keeps_small_blocks);
