@@ -431,8 +431,8 @@ static unsigned take_try(fm_small_manager_t *m, void **chain, unsigned want, uns
  *
  * A thread's refills come from its home arena (fm_home_arena, as the medium arenas' scans do):
  * its free blocks, its feed, then the other arenas' free blocks (memory to reuse), then a new
- * span at home; another arena's feed only while another thread holds the home arena's lock or
- * when the OS refuses the span.
+ * span at home; another arena's feed or span only while another thread holds the home arena's
+ * lock, and the other arenas' feeds when the OS refuses the home span.
  * FastMM5's single allocations take another arena's feed before a new span; for the caches
  * that would put two threads' new blocks side by side in one span, and a block's flag word lies
  * in the last bytes of its neighbour, so each free or reuse by one thread would read or write a
