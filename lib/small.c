@@ -283,14 +283,20 @@ void *fm_small_alloc(unsigned class_index)
     }
 }
 
+/* Whether m may have a free block to take: read without its lock, so only a hint that spares
+ * taking the lock of a manager with none. */
+static bool may_have_free(const fm_small_manager_t *m)
+{
+    return fm_load_relaxed(&m->pending) != NULL || fm_load_relaxed(&m->partial_head) != NULL;
+}
+
 static void *alloc_unvetted(unsigned class_index)
 {
     for (;;) {
         /* Attempt 1: arenas with a free block to reuse, else their feed; no waiting anywhere. */
         for (unsigned a = 0; a < FM_SMALL_ARENAS; a++) {
             fm_small_manager_t *m = &fm_small_managers[a][class_index];
-            if ((fm_load_relaxed(&m->pending) != NULL || fm_load_relaxed(&m->partial_head) != NULL) &&
-                fm_lock_try(&m->lock)) {
+            if (may_have_free(m) && fm_lock_try(&m->lock)) {
                 void *b = take_locked(m);
                 fm_lock_release(&m->lock);
                 if (b != NULL)
@@ -417,12 +423,17 @@ static unsigned refill_locked(fm_small_manager_t *m, void **chain, unsigned want
 static unsigned take_try(fm_small_manager_t *m, void **chain, unsigned want, unsigned most)
 {
     unsigned n = 0;
-    if ((fm_load_relaxed(&m->pending) != NULL || fm_load_relaxed(&m->partial_head) != NULL) &&
-        fm_lock_try(&m->lock)) {
+    if (may_have_free(m) && fm_lock_try(&m->lock)) {
         n = take_many_locked(m, chain, want, most);
         fm_lock_release(&m->lock);
     }
     return n;
+}
+
+/* Class class_index's manager in the i-th arena after home (1 <= i < FM_SMALL_ARENAS). */
+static fm_small_manager_t *after_home(unsigned home, unsigned i, unsigned class_index)
+{
+    return &fm_small_managers[(home + i) % FM_SMALL_ARENAS][class_index];
 }
 
 /* The blocks are handed out unvetted: the thread cache vets each one as it pops it (a freed
@@ -447,7 +458,7 @@ unsigned fm_small_alloc_batch(unsigned class_index, void **chain, unsigned want,
         if (n == 0)
             n = feed_try_many(own, chain, want);
         for (unsigned i = 1; n == 0 && i < FM_SMALL_ARENAS; i++)
-            n = take_try(&fm_small_managers[(home + i) % FM_SMALL_ARENAS][class_index], chain, want, most);
+            n = take_try(after_home(home, i, class_index), chain, want, most);
         if (n != 0)
             return n;
         if (fm_lock_try(&own->lock)) {
@@ -455,11 +466,11 @@ unsigned fm_small_alloc_batch(unsigned class_index, void **chain, unsigned want,
             fm_lock_release(&own->lock);
             /* 0: the OS refused a span; the other arenas' feeds, if any, before giving up */
             for (unsigned i = 1; n == 0 && i < FM_SMALL_ARENAS; i++)
-                n = feed_try_many(&fm_small_managers[(home + i) % FM_SMALL_ARENAS][class_index], chain, want);
+                n = feed_try_many(after_home(home, i, class_index), chain, want);
             return n;
         }
         for (unsigned i = 1; i < FM_SMALL_ARENAS; i++) {
-            fm_small_manager_t *m = &fm_small_managers[(home + i) % FM_SMALL_ARENAS][class_index];
+            fm_small_manager_t *m = after_home(home, i, class_index);
             if (!fm_lock_try(&m->lock))
                 continue;
             n = refill_locked(m, chain, want, most);
